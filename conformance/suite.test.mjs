@@ -1,0 +1,93 @@
+// Runs @durable-streams/server-conformance-tests 0.3.6 through its
+// programmatic entry point. Driven by run.sh; configuration comes from env:
+//
+//   CONFORMANCE_BASE_URL   server base URL, e.g. http://127.0.0.1:4437 (required)
+//   CONFORMANCE_MODE       "array" (default) or "ndjson"
+//   CONFORMANCE_EXCLUSIONS file of exact test names excluded in ndjson mode
+//                          (default: ./exclusions-ndjson.txt)
+//
+// Exclusions are applied by exact full test name, i.e. the describe path and
+// the test title joined with " > ", for example
+//   "Idempotent Producer Operations > should store and read back JSON object correctly"
+// Every test under a top-level describe whose name starts with "Fork - " is
+// always excluded (forks are tracked separately).
+// Excluded tests are reported as skipped; they never send a request.
+
+import { readFileSync } from "node:fs"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { afterAll, beforeEach } from "vitest"
+import { runConformanceTests } from "@durable-streams/server-conformance-tests"
+
+const here = dirname(fileURLToPath(import.meta.url))
+
+const baseUrl = process.env.CONFORMANCE_BASE_URL
+if (!baseUrl) throw new Error(`CONFORMANCE_BASE_URL is required (use run.sh)`)
+
+const mode = process.env.CONFORMANCE_MODE ?? `array`
+if (mode !== `array` && mode !== `ndjson`) {
+  throw new Error(`CONFORMANCE_MODE must be "array" or "ndjson", got ${mode}`)
+}
+
+export const FORK_PREFIX = `Fork - `
+
+/** Parse exclusions: one `full test name<TAB>deciding spec section` per line. */
+export function loadExclusions(file) {
+  const names = new Map()
+  const lines = readFileSync(file, `utf8`).split(`\n`)
+  lines.forEach((line, i) => {
+    if (line.trim() === `` || line.startsWith(`#`)) return
+    const parts = line.split(`\t`)
+    if (parts.length !== 2 || !parts[0] || !parts[1].trim()) {
+      throw new Error(`${file}:${i + 1}: expected "full test name<TAB>spec section"`)
+    }
+    if (names.has(parts[0])) throw new Error(`${file}:${i + 1}: duplicate ${parts[0]}`)
+    names.set(parts[0], parts[1].trim())
+  })
+  return names
+}
+
+const exclusions =
+  mode === `ndjson`
+    ? loadExclusions(
+        process.env.CONFORMANCE_EXCLUSIONS ?? join(here, `exclusions-ndjson.txt`)
+      )
+    : new Map()
+const matched = new Set()
+
+/** Describe path + title of a test, e.g. ["Stream Closure", "Edge Cases", "title"]. */
+function titlePath(task) {
+  const names = []
+  for (let t = task; t && t.type !== undefined && t.suite !== undefined; t = t.suite) {
+    names.unshift(t.name)
+  }
+  // Top-level tasks have `suite` pointing at the file suite; include their own name.
+  if (names.length === 0) names.push(task.name)
+  return names
+}
+
+beforeEach((ctx) => {
+  const path = titlePath(ctx.task)
+  if (path[0].startsWith(FORK_PREFIX)) {
+    ctx.skip(`fork tests are excluded`)
+    return
+  }
+  const fullName = path.join(` > `)
+  if (exclusions.has(fullName)) {
+    matched.add(fullName)
+    ctx.skip(`ndjson mode: ${exclusions.get(fullName)}`)
+  }
+})
+
+afterAll(() => {
+  // Exclusion by name must be exact: a name that matches no test is a typo or
+  // a renamed test, and silently running it (or nothing) would hide that.
+  const unmatched = [...exclusions.keys()].filter((n) => !matched.has(n))
+  if (unmatched.length > 0) {
+    throw new Error(
+      `exclusions-ndjson.txt names that matched no test:\n  ${unmatched.join(`\n  `)}`
+    )
+  }
+})
+
+runConformanceTests({ baseUrl })

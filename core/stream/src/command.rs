@@ -1,0 +1,106 @@
+//! Commands: the writes the state machine applies, each stamped by the
+//! proposer with the time and log position it applies at.
+
+use bytes::Bytes;
+
+use crate::content_type::ContentType;
+use crate::ids::StreamKey;
+use crate::json_text::{self, JsonTextError};
+use crate::lifetime::Lifetime;
+use crate::producer::ProducerHeaders;
+use crate::stream_seq::StreamSeq;
+
+/// What the proposer stamps on every command: time never comes from a clock
+/// inside the state machine, so every replica applies the same log the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApplyCtx {
+    /// Milliseconds since the Unix epoch, as the proposer read its clock.
+    pub now_ms: u64,
+    /// Position of the command in its group's log; unique and increasing.
+    pub log_index: u64,
+}
+
+#[derive(Debug, Clone)]
+pub enum Command {
+    Create(CreateStream),
+    Append(AppendStream),
+    Delete(DeleteStream),
+    Renew(RenewStream),
+    /// Removes every stream whose lifetime ended.
+    Sweep,
+}
+
+/// `PUT /{bucket}/{stream}`.
+#[derive(Debug, Clone)]
+pub struct CreateStream {
+    pub key: StreamKey,
+    pub content_type: ContentType,
+    pub lifetime: Lifetime,
+    pub closed: bool,
+    pub stream_seq: Option<StreamSeq>,
+    pub body: Body,
+}
+
+/// `POST /{bucket}/{stream}`: an append, a close, or both.
+#[derive(Debug, Clone)]
+pub struct AppendStream {
+    pub key: StreamKey,
+    /// The request's content type, when it sent one.
+    pub content_type: Option<ContentType>,
+    pub body: Body,
+    pub close: bool,
+    pub stream_seq: Option<StreamSeq>,
+    pub producer: Option<ProducerHeaders>,
+}
+
+/// `DELETE /{bucket}/{stream}`.
+#[derive(Debug, Clone)]
+pub struct DeleteStream {
+    pub key: StreamKey,
+}
+
+/// A read's renewal of a sliding TTL; applies only to the incarnation read.
+#[derive(Debug, Clone)]
+pub struct RenewStream {
+    pub key: StreamKey,
+    pub incarnation: u64,
+}
+
+/// A request body, prepared before it is proposed: a JSON body is validated
+/// and normalized once by the proposer, so applying it is a copy.
+#[derive(Debug, Clone)]
+pub enum Body {
+    Empty,
+    Bytes(Bytes),
+    Json(Result<JsonBatch, JsonTextError>),
+}
+
+/// The normalized messages of a JSON body (JSON Message Text rule).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonBatch {
+    /// Each message's stored text followed by one LF.
+    pub text: Bytes,
+    pub count: usize,
+}
+
+impl Body {
+    /// Prepares a raw body sent with `content_type`.
+    pub fn prepare(content_type: Option<&ContentType>, raw: Bytes) -> Body {
+        if raw.is_empty() {
+            return Body::Empty;
+        }
+        match content_type {
+            Some(ct) if ct.is_json() => Body::Json(
+                json_text::normalize_body(&raw).map(|m| JsonBatch {
+                    text: Bytes::from(m.text),
+                    count: m.count,
+                }),
+            ),
+            _ => Body::Bytes(raw),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        matches!(self, Body::Empty)
+    }
+}

@@ -1,0 +1,109 @@
+//! Content types, normalized once so that comparisons are exact
+//! (spec/27-append.md: "parameters are trimmed, lowercased and joined with `; `").
+
+use std::fmt;
+
+/// A normalized MIME type: `type/subtype` lowercased, parameters trimmed,
+/// lowercased and joined with `; `.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ContentType(String);
+
+/// The default of a stream created without `Content-Type` (spec/13-streams.md).
+pub const OCTET_STREAM: &str = "application/octet-stream";
+
+impl ContentType {
+    /// Normalizes a header value; `None` when it is not `type/subtype[; params]`.
+    pub fn parse(raw: &str) -> Option<ContentType> {
+        let mut parts = raw.split(';');
+        let essence = parts.next()?.trim().to_ascii_lowercase();
+        let (kind, sub) = essence.split_once('/')?;
+        if !is_token(kind) || !is_token(sub) {
+            return None;
+        }
+        let mut out = essence.clone();
+        for param in parts {
+            let param = param.trim();
+            if param.is_empty() {
+                continue;
+            }
+            out.push_str("; ");
+            out.push_str(&param.to_ascii_lowercase());
+        }
+        Some(ContentType(out))
+    }
+
+    pub fn octet_stream() -> ContentType {
+        ContentType(OCTET_STREAM.to_string())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// `type/subtype` without parameters.
+    pub fn essence(&self) -> &str {
+        self.0.split(';').next().unwrap_or(&self.0)
+    }
+
+    /// JSON mode applies to `application/json` with or without parameters.
+    pub fn is_json(&self) -> bool {
+        self.essence() == "application/json"
+    }
+
+    /// Streams whose SSE data travels as UTF-8 text rather than base64.
+    pub fn is_text(&self) -> bool {
+        self.is_json() || self.essence().starts_with("text/")
+    }
+}
+
+impl fmt::Display for ContentType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes().all(|b| {
+            b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalizes_case_and_parameter_spacing() {
+        let table = [
+            ("application/json", Some("application/json")),
+            ("Application/JSON", Some("application/json")),
+            ("text/plain;charset=UTF-8", Some("text/plain; charset=utf-8")),
+            (" text/plain ;  charset=utf-8 ; a=b", Some("text/plain; charset=utf-8; a=b")),
+            ("text/plain;", Some("text/plain")),
+            ("application/vnd.api+json", Some("application/vnd.api+json")),
+            ("", None),
+            ("json", None),
+            ("/json", None),
+            ("application/", None),
+            ("a b/c", None),
+        ];
+        for (input, expected) in table {
+            assert_eq!(
+                ContentType::parse(input).as_ref().map(ContentType::as_str),
+                expected,
+                "input {input:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn json_and_text_modes_follow_the_essence() {
+        let json = ContentType::parse("application/json; charset=utf-8").expect("valid");
+        assert!(json.is_json() && json.is_text());
+        let text = ContentType::parse("text/markdown").expect("valid");
+        assert!(!text.is_json() && text.is_text());
+        let ndjson = ContentType::parse("application/x-ndjson").expect("valid");
+        assert!(!ndjson.is_json() && !ndjson.is_text());
+    }
+}

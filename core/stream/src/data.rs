@@ -1,0 +1,147 @@
+//! A stream's bytes: the appended bodies kept as shared, immutable chunks,
+//! so a read hands out slices without copying.
+
+use bytes::Bytes;
+
+use crate::offset::Offset;
+
+/// Where a read may stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Boundary {
+    /// Anywhere.
+    Byte,
+    /// Never inside a UTF-8 sequence (text SSE, base protocol §5.8).
+    Utf8,
+    /// Only after an LF that ends a JSON message; a message larger than the
+    /// limit is returned whole.
+    Message,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StreamData {
+    chunks: Vec<Bytes>,
+    /// `starts[i]` is the offset of `chunks[i]`.
+    starts: Vec<u64>,
+    len: u64,
+}
+
+impl StreamData {
+    pub fn tail(&self) -> Offset {
+        Offset(self.len)
+    }
+
+    pub fn push(&mut self, bytes: Bytes) {
+        if bytes.is_empty() {
+            return;
+        }
+        self.starts.push(self.len);
+        self.len += bytes.len() as u64;
+        self.chunks.push(bytes);
+    }
+
+    fn byte_at(&self, pos: u64) -> Option<u8> {
+        let idx = self.starts.partition_point(|&s| s <= pos).checked_sub(1)?;
+        let chunk = self.chunks.get(idx)?;
+        let within = usize::try_from(pos - self.starts.get(idx)?).ok()?;
+        chunk.get(within).copied()
+    }
+
+    /// The end of a read from `from` of at most `max` bytes, moved to a boundary.
+    pub fn read_end(&self, from: u64, max: u64, boundary: Boundary) -> u64 {
+        let limit = from.saturating_add(max).min(self.len);
+        if limit == self.len {
+            return limit;
+        }
+        match boundary {
+            Boundary::Byte => limit,
+            Boundary::Utf8 => {
+                // Step back over continuation bytes to the start of the sequence
+                // that the limit cuts, unless that would leave nothing.
+                let mut end = limit;
+                while end > from && self.byte_at(end).is_some_and(|b| b & 0xC0 == 0x80) {
+                    end -= 1;
+                }
+                if end == from { limit } else { end }
+            }
+            Boundary::Message => {
+                let mut end = limit;
+                while end > from && self.byte_at(end - 1) != Some(b'\n') {
+                    end -= 1;
+                }
+                if end > from {
+                    return end;
+                }
+                let mut end = limit;
+                while end < self.len && self.byte_at(end - 1) != Some(b'\n') {
+                    end += 1;
+                }
+                end
+            }
+        }
+    }
+
+    /// Zero-copy slices covering `[from, to)`.
+    pub fn slice(&self, from: u64, to: u64) -> Vec<Bytes> {
+        let mut out = Vec::new();
+        if from >= to {
+            return out;
+        }
+        let first = self.starts.partition_point(|&s| s <= from).saturating_sub(1);
+        for (chunk, &start) in self.chunks.iter().zip(&self.starts).skip(first) {
+            if start >= to {
+                break;
+            }
+            let end = start + chunk.len() as u64;
+            let lo = usize::try_from(from.saturating_sub(start)).unwrap_or(usize::MAX);
+            let hi = usize::try_from(to.min(end) - start).unwrap_or(usize::MAX);
+            if lo < hi {
+                out.push(chunk.slice(lo..hi));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(parts: &[&str]) -> StreamData {
+        let mut d = StreamData::default();
+        for p in parts {
+            d.push(Bytes::copy_from_slice(p.as_bytes()));
+        }
+        d
+    }
+
+    fn join(chunks: Vec<Bytes>) -> String {
+        chunks.iter().map(|c| String::from_utf8_lossy(c).into_owned()).collect()
+    }
+
+    #[test]
+    fn slices_across_chunks() {
+        let d = data(&["abc", "defg", "h"]);
+        assert_eq!(d.tail(), Offset(8));
+        assert_eq!(join(d.slice(0, 8)), "abcdefgh");
+        assert_eq!(join(d.slice(2, 5)), "cde");
+        assert_eq!(join(d.slice(7, 8)), "h");
+        assert!(d.slice(8, 8).is_empty());
+    }
+
+    #[test]
+    fn utf8_boundary_never_splits_a_character() {
+        let d = data(&["aé", "b"]); // a, 0xC3 0xA9, b
+        assert_eq!(d.read_end(0, 2, Boundary::Utf8), 1);
+        assert_eq!(d.read_end(0, 3, Boundary::Utf8), 3);
+        assert_eq!(d.read_end(1, 1, Boundary::Utf8), 2); // cannot shorten: makes progress
+    }
+
+    #[test]
+    fn message_boundary_cuts_after_lf_or_extends_to_one() {
+        let d = data(&["{\"a\":1}\n", "{\"b\":22}\n"]);
+        assert_eq!(d.read_end(0, 12, Boundary::Message), 8);
+        assert_eq!(d.read_end(0, 3, Boundary::Message), 8);
+        assert_eq!(d.read_end(8, 3, Boundary::Message), 17);
+        assert_eq!(d.read_end(0, 100, Boundary::Message), 17);
+    }
+}

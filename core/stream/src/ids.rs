@@ -1,0 +1,114 @@
+//! Bucket and stream identifiers (extensions §1.1, spec/13-streams.md).
+
+use std::fmt;
+
+/// Longest stream id, and longest `{bucket}/{stream}` key.
+pub const MAX_STREAM_KEY_BYTES: usize = 122;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    #[error("bucket id must match ^[a-z0-9_-]{{4,64}}$")]
+    InvalidBucket,
+    #[error("stream id must be 1 to 122 bytes without '/', NUL or '..', not start with '$' and not be 'streams'")]
+    InvalidStream,
+    #[error("bucket and stream id together must not exceed 122 bytes")]
+    KeyTooLong,
+}
+
+/// A validated bucket id.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BucketId(String);
+
+impl BucketId {
+    pub fn parse(raw: &str) -> Result<BucketId, IdError> {
+        let ok = (4..=64).contains(&raw.len())
+            && raw
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+        if ok { Ok(BucketId(raw.to_string())) } else { Err(IdError::InvalidBucket) }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A validated stream id within a bucket.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StreamId(String);
+
+impl StreamId {
+    pub fn parse(raw: &str) -> Result<StreamId, IdError> {
+        let ok = !raw.is_empty()
+            && raw.len() <= MAX_STREAM_KEY_BYTES
+            && !raw.contains('/')
+            && !raw.contains('\0')
+            && !raw.contains("..")
+            && !raw.starts_with('$')
+            && raw != "streams";
+        if ok { Ok(StreamId(raw.to_string())) } else { Err(IdError::InvalidStream) }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The key of a stream: (bucket, stream).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StreamKey {
+    pub bucket: BucketId,
+    pub stream: StreamId,
+}
+
+impl StreamKey {
+    pub fn new(bucket: BucketId, stream: StreamId) -> Result<StreamKey, IdError> {
+        // The combined `{bucket}/{stream}` key counts the separator.
+        if bucket.0.len() + 1 + stream.0.len() > MAX_STREAM_KEY_BYTES {
+            return Err(IdError::KeyTooLong);
+        }
+        Ok(StreamKey { bucket, stream })
+    }
+
+    pub fn parse(bucket: &str, stream: &str) -> Result<StreamKey, IdError> {
+        StreamKey::new(BucketId::parse(bucket)?, StreamId::parse(stream)?)
+    }
+}
+
+impl fmt::Display for StreamKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.bucket.0, self.stream.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_ids() {
+        for ok in ["demo", "a_b-c", "0123", &"a".repeat(64)] {
+            assert!(BucketId::parse(ok).is_ok(), "{ok}");
+        }
+        for bad in ["abc", "Demo", "de.mo", "de/mo", "", &"a".repeat(65)] {
+            assert_eq!(BucketId::parse(bad), Err(IdError::InvalidBucket), "{bad}");
+        }
+    }
+
+    #[test]
+    fn stream_ids() {
+        for ok in ["hello", "a.b", "$x".trim_start_matches('$'), "stream", "día", "streams2"] {
+            assert!(StreamId::parse(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "a/b", "a\0b", "a..b", "..", "$meta", "streams", &"x".repeat(123)] {
+            assert_eq!(StreamId::parse(bad), Err(IdError::InvalidStream), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn combined_key_is_capped() {
+        let bucket = "b".repeat(10);
+        assert!(StreamKey::parse(&bucket, &"s".repeat(111)).is_ok());
+        assert_eq!(StreamKey::parse(&bucket, &"s".repeat(112)), Err(IdError::KeyTooLong));
+    }
+}

@@ -1,0 +1,35 @@
+//! The stream state machine of Ursula: pure and deterministic, no I/O, no
+//! clock, no async. Time and log position come in with each command
+//! (`ApplyCtx`), so a replicated log gives the same state on every replica.
+//!
+//! Module map:
+//! - `ids`, `offset`, `content_type`, `stream_seq`, `lifetime`: validated
+//!   protocol values.
+//! - `json_text`: the JSON Message Text rule (validate, strip, flatten).
+//! - `producer`: idempotent producer state and decisions.
+//! - `command`, `outcome`: what goes in and what comes out.
+//! - `data`: a stream's bytes as shared chunks.
+//! - `store`: the streams of one group and `apply`.
+
+pub mod command;
+pub mod content_type;
+pub mod data;
+pub mod ids;
+pub mod json_text;
+pub mod lifetime;
+pub mod offset;
+pub mod outcome;
+pub mod producer;
+pub mod store;
+pub mod stream_seq;
+
+pub use command::{AppendStream, ApplyCtx, Body, Command, CreateStream, DeleteStream, RenewStream};
+pub use content_type::ContentType;
+pub use data::Boundary;
+pub use ids::{BucketId, IdError, StreamId, StreamKey};
+pub use lifetime::Lifetime;
+pub use offset::{Offset, ReadFrom};
+pub use outcome::{AppendKind, AppendOk, CreateOk, ProducerAck, ReadView, Rejection, StreamInfo};
+pub use producer::{ProducerHeaders, Receipt};
+pub use store::{Outcome, ReadQuery, StreamStore};
+pub use stream_seq::StreamSeq;

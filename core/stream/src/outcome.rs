@@ -1,0 +1,124 @@
+//! What applying a command or answering a query produced. Refusals are
+//! values (`Rejection`), not errors: they are deterministic results that a
+//! replicated log reproduces on every replica.
+
+use crate::content_type::ContentType;
+use crate::json_text::JsonTextError;
+use crate::lifetime::Lifetime;
+use crate::offset::Offset;
+use crate::producer::{ClosedEpoch, Receipt};
+use crate::stream_seq::StreamSeq;
+
+/// The stream-level facts most answers carry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamInfo {
+    /// Unique per incarnation of a key: delete-and-recreate changes it.
+    pub incarnation: u64,
+    pub content_type: ContentType,
+    pub lifetime: Lifetime,
+    pub tail: Offset,
+    pub closed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateOk {
+    /// `false` when an identical stream already existed.
+    pub created: bool,
+    pub info: StreamInfo,
+}
+
+/// How an append was answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendKind {
+    /// New bytes (or a new close) applied now.
+    Applied,
+    /// A close-only request on a stream that was already closed.
+    AlreadyClosed,
+    /// A producer write that applied earlier.
+    Duplicate,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProducerAck {
+    pub epoch: u64,
+    /// The epoch's highest applied seq.
+    pub highest_seq: u64,
+    /// Set on a claim (and its repeats) that closed an earlier epoch.
+    pub closed_epoch: Option<ClosedEpoch>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendOk {
+    pub kind: AppendKind,
+    /// The write's own range; `None` for a repeat of an older producer write.
+    pub receipt: Option<Receipt>,
+    pub producer: Option<ProducerAck>,
+    pub info: StreamInfo,
+}
+
+/// A deterministic refusal, with the context its answer needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejection {
+    StreamNotFound,
+    StreamExistsConflict,
+    StreamClosed { tail: Offset },
+    ContentTypeMismatch,
+    MissingContentType,
+    EmptyAppend,
+    EmptyJsonArray,
+    InvalidJson(JsonTextError),
+    StreamSeqConflict { last: StreamSeq, tail: Offset },
+    ProducerStaleEpoch { current: u64, closed_by_claim: Option<ClosedEpoch> },
+    ProducerEpochNotClaimed,
+    ProducerSeqGap { expected: u64, received: u64 },
+    /// A read beyond the tail.
+    OffsetBeyondTail { tail: Offset },
+}
+
+/// The stable error code of each refusal (extensions §11).
+impl Rejection {
+    pub fn code(&self) -> &'static str {
+        match self {
+            Rejection::StreamNotFound => "STREAM_NOT_FOUND",
+            Rejection::StreamExistsConflict => "STREAM_ALREADY_EXISTS_CONFLICT",
+            Rejection::StreamClosed { .. } => "STREAM_CLOSED",
+            Rejection::ContentTypeMismatch => "CONTENT_TYPE_MISMATCH",
+            Rejection::MissingContentType => "MISSING_CONTENT_TYPE",
+            Rejection::EmptyAppend | Rejection::EmptyJsonArray => "EMPTY_APPEND",
+            Rejection::InvalidJson(_) => "INVALID_REQUEST",
+            Rejection::StreamSeqConflict { .. } => "STREAM_SEQ_CONFLICT",
+            Rejection::ProducerStaleEpoch { closed_by_claim: Some(_), .. } => {
+                "PRODUCER_EPOCH_CLOSED"
+            }
+            Rejection::ProducerStaleEpoch { .. } => "PRODUCER_EPOCH_STALE",
+            Rejection::ProducerEpochNotClaimed => "INVALID_PRODUCER",
+            Rejection::ProducerSeqGap { .. } => "PRODUCER_SEQ_CONFLICT",
+            Rejection::OffsetBeyondTail { .. } => "OFFSET_OUT_OF_RANGE",
+        }
+    }
+}
+
+/// A catch-up read's answer: the bytes of `[start, next)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadView {
+    pub info: StreamInfo,
+    pub start: Offset,
+    pub next: Offset,
+    pub chunks: Vec<bytes::Bytes>,
+    /// `next` is the tail.
+    pub up_to_date: bool,
+    /// The stream is closed and `next` is its final offset.
+    pub closed_at_end: bool,
+    /// The read should renew the stream's sliding TTL.
+    pub wants_renewal: bool,
+}
+
+impl ReadView {
+    pub fn len(&self) -> u64 {
+        self.next.bytes().saturating_sub(self.start.bytes())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

@@ -1,0 +1,118 @@
+//! The stream store: every stream of one group, and the only place their
+//! state changes. `apply` is deterministic: the same commands with the same
+//! `ApplyCtx` give the same state and outcomes on every replica.
+//!
+//! Module map:
+//! - `create`: `PUT` semantics (idempotent create, config match).
+//! - `append`: `POST` semantics (producer rules, closure, content, `Stream-Seq`).
+//! - `read`: catch-up reads and `HEAD`, as pure queries.
+
+mod append;
+mod create;
+mod read;
+
+use std::collections::BTreeMap;
+
+pub use read::ReadQuery;
+
+use crate::command::{ApplyCtx, Command};
+use crate::content_type::ContentType;
+use crate::data::StreamData;
+use crate::ids::StreamKey;
+use crate::lifetime::LifetimeClock;
+use crate::outcome::{AppendOk, CreateOk, Rejection, StreamInfo};
+use crate::producer::ProducerState;
+use crate::stream_seq::StreamSeq;
+
+/// One incarnation of a stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamState {
+    pub incarnation: u64,
+    pub content_type: ContentType,
+    pub clock: LifetimeClock,
+    pub closed: bool,
+    pub stream_seq: Option<StreamSeq>,
+    pub data: StreamData,
+    /// Keyed by `Producer-Id`; a `BTreeMap` so iteration order is deterministic.
+    pub producers: BTreeMap<String, ProducerState>,
+}
+
+impl StreamState {
+    pub fn info(&self) -> StreamInfo {
+        StreamInfo {
+            incarnation: self.incarnation,
+            content_type: self.content_type.clone(),
+            lifetime: self.clock.lifetime.clone(),
+            tail: self.data.tail(),
+            closed: self.closed,
+        }
+    }
+}
+
+/// What applying one command produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Create(Result<CreateOk, Rejection>),
+    Append(Result<AppendOk, Rejection>),
+    Delete(Result<(), Rejection>),
+    Renew,
+    Sweep { removed: usize },
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StreamStore {
+    streams: BTreeMap<StreamKey, StreamState>,
+}
+
+impl StreamStore {
+    pub fn new() -> StreamStore {
+        StreamStore::default()
+    }
+
+    pub fn apply(&mut self, command: Command, ctx: ApplyCtx) -> Outcome {
+        match command {
+            Command::Create(cmd) => Outcome::Create(self.create(cmd, ctx)),
+            Command::Append(cmd) => Outcome::Append(self.append(cmd, ctx)),
+            Command::Delete(cmd) => Outcome::Delete(self.delete(&cmd.key, ctx)),
+            Command::Renew(cmd) => {
+                if let Some(stream) = self.live_mut(&cmd.key, ctx.now_ms) {
+                    if stream.incarnation == cmd.incarnation {
+                        stream.clock.renew(ctx.now_ms);
+                    }
+                }
+                Outcome::Renew
+            }
+            Command::Sweep => {
+                let before = self.streams.len();
+                self.streams.retain(|_, s| !s.clock.expired(ctx.now_ms));
+                Outcome::Sweep { removed: before - self.streams.len() }
+            }
+        }
+    }
+
+    fn delete(&mut self, key: &StreamKey, ctx: ApplyCtx) -> Result<(), Rejection> {
+        self.live_mut(key, ctx.now_ms).ok_or(Rejection::StreamNotFound)?;
+        self.streams.remove(key);
+        Ok(())
+    }
+
+    /// The stream at `key` unless it does not exist or its lifetime ended.
+    pub fn live(&self, key: &StreamKey, now_ms: u64) -> Option<&StreamState> {
+        self.streams.get(key).filter(|s| !s.clock.expired(now_ms))
+    }
+
+    fn live_mut(&mut self, key: &StreamKey, now_ms: u64) -> Option<&mut StreamState> {
+        self.streams.get_mut(key).filter(|s| !s.clock.expired(now_ms))
+    }
+
+    pub fn len(&self) -> usize {
+        self.streams.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.streams.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests;
