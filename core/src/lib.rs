@@ -1,1 +1,15 @@
+//! The Ursula node: group engines, stream routing, the in-process backend
+//! of the HTTP layer, configuration, and the `ursula` binary.
+//!
+//! Module map:
+//! - `routing`: stream → group, a stable hash.
+//! - `engine`: the `GroupEngine` trait and the in-memory engine.
+//! - `backend`: `NodeBackend`, the HTTP layer's `Backend` over an engine.
+//! - `config`: the config file and CLI overrides.
+//! - `node`: starting a node on a bound listener.
 
+pub mod backend;
+pub mod config;
+pub mod engine;
+pub mod node;
+pub mod routing;

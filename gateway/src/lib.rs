@@ -1,1 +1,28 @@
+//! The HTTP protocol surface of Ursula: routing, header and query parsing,
+//! rendering, SSE and long-poll framing, CORS, over a `Backend` trait. A
+//! node serves it over its in-process engine; the gateway fleet will serve
+//! it over gRPC to the voters.
+//!
+//! Module map:
+//! - `backend`: the `Backend` trait the handlers call.
+//! - `route`, `query`, `headers`: typed parsing of requests.
+//! - `handlers`: one module per operation.
+//! - `error`: every refusal mapped once to status, code and headers.
+//! - `render`, `cursor`, `limits`, `options`: answers and settings.
+//! - `server`: hyper on a bound listener.
 
+pub mod backend;
+pub mod cursor;
+pub mod error;
+pub mod handlers;
+pub mod headers;
+pub mod limits;
+pub mod options;
+pub mod query;
+pub mod render;
+pub mod route;
+pub mod server;
+
+pub use backend::{Backend, BackendError, WaitOutcome};
+pub use options::{HttpOptions, JsonReads};
+pub use server::serve;

@@ -15,12 +15,12 @@
 //! one pass with no allocation besides the output buffer (sized up front, it
 //! never grows), and it keeps container state in a fixed array instead of the
 //! call stack. The depth rule bounds that array, and a hostile `[[[[...` body
-//! is refused at the 129th open bracket rather than after reading the rest.
+//! is refused as soon as it opens a 129th level, without parsing the rest.
 //!
 //! When a body is both malformed and not UTF-8 we report `InvalidUtf8`: whether
 //! a body is UTF-8 is a property of the whole body, not of where the scan
-//! happened to stop, so the answer does not depend on error order. The extra
-//! UTF-8 check runs only on the error path.
+//! happened to stop, so the answer does not depend on error order. That extra
+//! check is one `std` UTF-8 pass over the body, on the error path only.
 
 use std::fmt;
 

@@ -11,7 +11,10 @@ use crate::outcome::{ReadView, Rejection, StreamInfo};
 pub struct ReadQuery {
     pub from: ReadFrom,
     pub max_bytes: u64,
+    /// Where a read of a non-JSON stream may stop.
     pub boundary: Boundary,
+    /// On a JSON stream, stop only at message boundaries (whole messages).
+    pub whole_json_messages: bool,
 }
 
 impl StreamStore {
@@ -26,7 +29,12 @@ impl StreamStore {
             }
             ReadFrom::At(offset) => offset,
         };
-        let end = stream.data.read_end(start.bytes(), query.max_bytes, query.boundary);
+        let boundary = if stream.content_type.is_json() && query.whole_json_messages {
+            Boundary::Message
+        } else {
+            query.boundary
+        };
+        let end = stream.data.read_end(start.bytes(), query.max_bytes, boundary);
         let next = Offset(end);
         Ok(ReadView {
             info: stream.info(),

@@ -76,7 +76,7 @@ impl Harness {
     fn read_all(&self, name: &str) -> String {
         let view = self
             .store
-            .read(&key(name), ReadQuery { from: ReadFrom::Start, max_bytes: u64::MAX, boundary: Boundary::Byte }, self.now_ms)
+            .read(&key(name), ReadQuery { from: ReadFrom::Start, max_bytes: u64::MAX, boundary: Boundary::Byte, whole_json_messages: false }, self.now_ms)
             .expect("readable");
         view.chunks.iter().map(|c| String::from_utf8_lossy(c).into_owned()).collect()
     }
@@ -263,7 +263,7 @@ fn ttl_streams_expire_and_writes_renew_them() {
 fn reads_ask_for_renewal_once_a_quarter_window_passed() {
     let mut h = Harness::new();
     h.create_with("t", "text/plain", "", Lifetime::Ttl { secs: 8 }, false).expect("created");
-    let q = ReadQuery { from: ReadFrom::Start, max_bytes: 10, boundary: Boundary::Byte };
+    let q = ReadQuery { from: ReadFrom::Start, max_bytes: 10, boundary: Boundary::Byte, whole_json_messages: false };
     assert!(!h.store.read(&key("t"), q, h.now_ms + 1_000).expect("read").wants_renewal);
     h.now_ms += 2_000;
     let view = h.store.read(&key("t"), q, h.now_ms).expect("read");
@@ -301,7 +301,7 @@ fn delete_then_recreate_is_a_new_incarnation() {
 fn reads_start_at_sentinels_and_refuse_offsets_beyond_the_tail() {
     let mut h = Harness::new();
     h.create_with("r", "text/plain", "abcdef", Lifetime::Forever, false).expect("created");
-    let read = |from, max| h.store.read(&key("r"), ReadQuery { from, max_bytes: max, boundary: Boundary::Byte }, h.now_ms);
+    let read = |from, max| h.store.read(&key("r"), ReadQuery { from, max_bytes: max, boundary: Boundary::Byte, whole_json_messages: false }, h.now_ms);
     let all = read(ReadFrom::Start, 100).expect("all");
     assert!(all.up_to_date && all.next == Offset(6));
     let part = read(ReadFrom::At(Offset(2)), 3).expect("part");

@@ -1,0 +1,43 @@
+//! Group engines: where a group's commands are ordered and applied. The
+//! in-memory engine applies at once; the Raft engine (a later issue) goes
+//! through a replicated log. Both hold one `StreamStore` per group.
+
+mod memory;
+
+use std::future::Future;
+
+pub use memory::MemoryEngine;
+use ursula_stream::{Command, Offset, Outcome, StreamKey, StreamStore};
+
+use crate::routing::GroupId;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    #[error("group {0:?} is not hosted here")]
+    UnknownGroup(GroupId),
+}
+
+/// How a wait on a stream ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waited {
+    Changed,
+    TimedOut,
+}
+
+pub trait GroupEngine: Send + Sync + 'static {
+    fn group_count(&self) -> u32;
+    /// Orders and applies one command in `group`, stamping its time and index.
+    fn propose(&self, group: GroupId, command: Command) -> impl Future<Output = Result<Outcome, EngineError>> + Send;
+    /// Runs a query against the group's applied state.
+    fn query<R: Send>(&self, group: GroupId, f: impl FnOnce(&StreamStore, u64) -> R + Send) -> Result<R, EngineError>;
+    /// Resolves when the stream at `key` is no longer `incarnation` at or
+    /// below `offset` (new bytes, closure, deletion), or after `timeout`.
+    fn wait(
+        &self,
+        group: GroupId,
+        key: &StreamKey,
+        incarnation: u64,
+        offset: Offset,
+        timeout: std::time::Duration,
+    ) -> impl Future<Output = Result<Waited, EngineError>> + Send;
+}

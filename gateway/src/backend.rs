@@ -1,0 +1,54 @@
+//! The seam between the HTTP layer and whatever holds the streams: an
+//! in-process engine on a node, or a gRPC client of the voters in a gateway.
+
+use std::future::Future;
+use std::time::Duration;
+
+use ursula_stream::{AppendOk, AppendStream, CreateOk, CreateStream, Offset, ReadQuery, ReadView, Rejection, StreamInfo, StreamKey};
+
+/// Why a backend could not answer with an outcome of the state machine.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BackendError {
+    /// The state machine refused the request.
+    #[error("refused: {}", .0.code())]
+    Rejected(Rejection),
+    /// The backend cannot serve now; nothing was applied.
+    #[error("unavailable")]
+    Unavailable { retry_after_secs: u64 },
+    /// A fault of the backend; a write's outcome is unknown.
+    #[error("internal: {0}")]
+    Internal(String),
+}
+
+impl From<Rejection> for BackendError {
+    fn from(r: Rejection) -> Self {
+        BackendError::Rejected(r)
+    }
+}
+
+/// How a wait for new data ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitOutcome {
+    /// The stream changed: new bytes, closure, deletion or replacement.
+    Changed,
+    TimedOut,
+}
+
+/// Everything the HTTP layer needs from the streams.
+pub trait Backend: Send + Sync + 'static {
+    fn create(&self, cmd: CreateStream) -> impl Future<Output = Result<CreateOk, BackendError>> + Send;
+    fn append(&self, cmd: AppendStream) -> impl Future<Output = Result<AppendOk, BackendError>> + Send;
+    fn delete(&self, key: StreamKey) -> impl Future<Output = Result<(), BackendError>> + Send;
+    fn head(&self, key: StreamKey) -> impl Future<Output = Result<StreamInfo, BackendError>> + Send;
+    /// A catch-up read; it renews a sliding TTL as the state machine asks.
+    fn read(&self, key: StreamKey, query: ReadQuery) -> impl Future<Output = Result<ReadView, BackendError>> + Send;
+    /// Waits until the stream moves past `offset`, closes, or is deleted or
+    /// replaced (`incarnation` no longer current), or until `timeout`.
+    fn wait(
+        &self,
+        key: StreamKey,
+        incarnation: u64,
+        offset: Offset,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<WaitOutcome, BackendError>> + Send;
+}

@@ -1,0 +1,128 @@
+//! Every refusal the HTTP surface sends, and the one place each becomes a
+//! status, an error code and typed headers (extensions §11).
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, StatusCode};
+use ursula_stream::{IdError, Rejection};
+
+use crate::backend::BackendError;
+use crate::headers::names;
+use crate::limits::MAX_REQUEST_BYTES;
+
+/// A refusal decided by the HTTP layer itself or handed up by the backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiError {
+    /// A malformed header; the message names only the header.
+    InvalidHeader(String),
+    InvalidQuery(String),
+    InvalidOffset,
+    InvalidProducer(String),
+    InvalidId(IdError),
+    NotFound,
+    MethodNotAllowed,
+    RequestTooLarge,
+    BodyUnreadable,
+    Backend(BackendError),
+}
+
+impl From<BackendError> for ApiError {
+    fn from(e: BackendError) -> Self {
+        ApiError::Backend(e)
+    }
+}
+
+impl From<Rejection> for ApiError {
+    fn from(r: Rejection) -> Self {
+        ApiError::Backend(BackendError::Rejected(r))
+    }
+}
+
+/// A rendered refusal: status, code, message and the typed headers.
+pub struct ErrorAnswer {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub headers: HeaderMap,
+}
+
+impl ErrorAnswer {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ErrorAnswer {
+        ErrorAnswer { status, code, message: message.into(), headers: HeaderMap::new() }
+    }
+
+    fn header(mut self, name: &'static str, value: impl ToString) -> ErrorAnswer {
+        if let Ok(v) = HeaderValue::from_str(&value.to_string()) {
+            self.headers.insert(name, v);
+        }
+        self
+    }
+
+    /// `{"error":{"code":"...","message":"..."}}`
+    pub fn body(&self) -> Bytes {
+        let body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
+        Bytes::from(body.to_string())
+    }
+}
+
+impl ApiError {
+    pub fn answer(&self) -> ErrorAnswer {
+        use StatusCode as S;
+        match self {
+            ApiError::InvalidHeader(m) => ErrorAnswer::new(S::BAD_REQUEST, "INVALID_HEADER", m.clone()),
+            ApiError::InvalidQuery(m) => ErrorAnswer::new(S::BAD_REQUEST, "INVALID_QUERY", m.clone()),
+            ApiError::InvalidOffset => ErrorAnswer::new(S::BAD_REQUEST, "INVALID_OFFSET", "offset must be -1, now, or an offset the server returned"),
+            ApiError::InvalidProducer(m) => ErrorAnswer::new(S::BAD_REQUEST, "INVALID_PRODUCER", m.clone()),
+            ApiError::InvalidId(e @ IdError::InvalidBucket) => ErrorAnswer::new(S::BAD_REQUEST, "INVALID_BUCKET_ID", e.to_string()),
+            ApiError::InvalidId(e) => ErrorAnswer::new(S::BAD_REQUEST, "INVALID_STREAM_ID", e.to_string()),
+            ApiError::NotFound => ErrorAnswer::new(S::NOT_FOUND, "NOT_FOUND", "no such route"),
+            ApiError::MethodNotAllowed => ErrorAnswer::new(S::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED", "method not allowed on this route"),
+            ApiError::RequestTooLarge => ErrorAnswer::new(S::PAYLOAD_TOO_LARGE, "REQUEST_TOO_LARGE", "request body too large")
+                .header(names::URSULA_MAX_REQUEST_BYTES, MAX_REQUEST_BYTES),
+            ApiError::BodyUnreadable => ErrorAnswer::new(S::BAD_REQUEST, "BODY_UNREADABLE", "the request body could not be read"),
+            ApiError::Backend(BackendError::Rejected(r)) => rejection_answer(r),
+            ApiError::Backend(BackendError::Unavailable { retry_after_secs }) => {
+                ErrorAnswer::new(S::SERVICE_UNAVAILABLE, "NO_LEADER", "the stream's group cannot serve now")
+                    .header("retry-after", retry_after_secs)
+            }
+            ApiError::Backend(BackendError::Internal(_)) => ErrorAnswer::new(S::INTERNAL_SERVER_ERROR, "INTERNAL", "internal server error"),
+        }
+    }
+}
+
+fn rejection_answer(r: &Rejection) -> ErrorAnswer {
+    use StatusCode as S;
+    let code = r.code();
+    match r {
+        Rejection::StreamNotFound => ErrorAnswer::new(S::NOT_FOUND, code, "the stream does not exist"),
+        Rejection::StreamExistsConflict => ErrorAnswer::new(S::CONFLICT, code, "the stream exists with another configuration"),
+        Rejection::StreamClosed { tail } => ErrorAnswer::new(S::CONFLICT, code, "the stream is closed")
+            .header(names::STREAM_CLOSED, "true")
+            .header(names::STREAM_NEXT_OFFSET, tail),
+        Rejection::ContentTypeMismatch => ErrorAnswer::new(S::CONFLICT, code, "content-type does not match the stream"),
+        Rejection::MissingContentType => ErrorAnswer::new(S::BAD_REQUEST, code, "content-type is required with a body"),
+        Rejection::EmptyAppend => ErrorAnswer::new(S::BAD_REQUEST, code, "an append needs a body unless it closes the stream"),
+        Rejection::EmptyJsonArray => ErrorAnswer::new(S::BAD_REQUEST, code, "an empty JSON array appends nothing"),
+        Rejection::InvalidJson(e) => ErrorAnswer::new(S::BAD_REQUEST, code, format!("invalid JSON body: {e}")),
+        Rejection::StreamSeqConflict { last, tail } => ErrorAnswer::new(S::CONFLICT, code, "stream-seq is not greater than the last accepted one")
+            .header(names::STREAM_LAST_SEQ, last.as_str())
+            .header(names::STREAM_NEXT_OFFSET, tail),
+        Rejection::ProducerStaleEpoch { current, closed_by_claim } => {
+            let answer = ErrorAnswer::new(S::FORBIDDEN, code, "producer epoch is older than the current one")
+                .header(names::PRODUCER_EPOCH, current);
+            match closed_by_claim {
+                Some(closed) => answer
+                    .header(names::PRODUCER_OUTCOME, "epoch-closed;by=claim")
+                    .header(names::PRODUCER_CLOSED_EPOCH, closed.epoch)
+                    .header(names::PRODUCER_CLOSED_SEQ, closed.seq),
+                None => answer.header(names::PRODUCER_OUTCOME, "stale-epoch"),
+            }
+        }
+        Rejection::ProducerEpochNotClaimed => ErrorAnswer::new(S::BAD_REQUEST, code, "a new producer epoch must start at producer-seq 0")
+            .header(names::PRODUCER_EXPECTED_SEQ, 0),
+        Rejection::ProducerSeqGap { expected, received } => ErrorAnswer::new(S::CONFLICT, code, "producer-seq is out of order")
+            .header(names::PRODUCER_EXPECTED_SEQ, expected)
+            .header(names::PRODUCER_RECEIVED_SEQ, received),
+        Rejection::OffsetBeyondTail { tail } => ErrorAnswer::new(S::RANGE_NOT_SATISFIABLE, code, "offset is beyond the stream's tail")
+            .header(names::STREAM_NEXT_OFFSET, tail),
+    }
+}

@@ -1,0 +1,97 @@
+//! Route handlers. Each returns `Result<Answer, ApiError>`; the dispatcher
+//! renders refusals once and adds the headers every answer carries.
+//!
+//! Module map:
+//! - `write`: create (`PUT`), append/close (`POST`), delete.
+//! - `head`: `HEAD` metadata.
+//! - `read`: catch-up and long-poll reads, ETags, gzip.
+//! - `sse`: Server-Sent Events framing and the live loop.
+//! - `ops`: `/__ursula/` operational endpoints.
+
+mod head;
+mod ops;
+mod read;
+mod sse;
+mod write;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode};
+use http_body_util::BodyExt;
+
+use crate::backend::Backend;
+use crate::error::ApiError;
+use crate::limits::MAX_REQUEST_BYTES;
+use crate::options::HttpOptions;
+use crate::render::{self, Answer};
+use crate::route::{Route, route};
+
+/// What every handler shares.
+pub struct Shared<B> {
+    pub backend: Arc<B>,
+    pub options: HttpOptions,
+}
+
+pub async fn handle<B, T>(shared: Arc<Shared<B>>, req: Request<T>) -> Answer
+where
+    B: Backend,
+    T: http_body::Body<Data = Bytes> + Send + 'static,
+    T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let head = req.method() == Method::HEAD;
+    let mut answer = if req.method() == Method::OPTIONS {
+        render::preflight()
+    } else {
+        dispatch(shared, req).await.unwrap_or_else(|e| render::error(&e, head))
+    };
+    render::add_common_headers(&mut answer);
+    answer
+}
+
+async fn dispatch<B, T>(shared: Arc<Shared<B>>, req: Request<T>) -> Result<Answer, ApiError>
+where
+    B: Backend,
+    T: http_body::Body<Data = Bytes> + Send + 'static,
+    T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    match route(req.uri().path())? {
+        Route::Bucket(_) if req.method() == Method::PUT => {
+            // Buckets are implicit: a create only validates the id (spec/25).
+            Ok(render::finish(render::builder(StatusCode::CREATED), render::empty()))
+        }
+        Route::Bucket(_) => Err(ApiError::MethodNotAllowed),
+        Route::Stream(key) => match *req.method() {
+            Method::PUT => write::create(&shared, key, req).await,
+            Method::POST => write::append(&shared, key, req).await,
+            Method::DELETE => write::delete(&shared, key).await,
+            Method::HEAD => head::head(&shared, key).await,
+            Method::GET => read::get(shared, key, req).await,
+            _ => Err(ApiError::MethodNotAllowed),
+        },
+        Route::Ops(path) => ops::ops(&shared, &path, req.method()).await,
+    }
+}
+
+/// Reads a request body up to the protocol limit, refusing from
+/// `Content-Length` before reading when it can.
+async fn read_body<T>(req: Request<T>) -> Result<Bytes, ApiError>
+where
+    T: http_body::Body<Data = Bytes> + Send + 'static,
+    T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let declared = req
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_REQUEST_BYTES) {
+        return Err(ApiError::RequestTooLarge);
+    }
+    let limit = usize::try_from(MAX_REQUEST_BYTES).unwrap_or(usize::MAX);
+    match http_body_util::Limited::new(req.into_body(), limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::RequestTooLarge),
+        Err(_) => Err(ApiError::BodyUnreadable),
+    }
+}

@@ -1,0 +1,194 @@
+//! `GET /{bucket}/{stream}`: catch-up and long-poll reads (base protocol
+//! §5.6, §5.7, §8), with ETags, `If-None-Match` and gzip of JSON reads.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::{Bytes, BytesMut};
+use http::header::{self, HeaderMap};
+use http::{Request, StatusCode};
+use ursula_stream::{Boundary, ReadFrom, ReadQuery, ReadView, StreamKey};
+
+use super::{Shared, sse};
+use crate::backend::{Backend, WaitOutcome};
+use crate::cursor::next_cursor;
+use crate::error::ApiError;
+use crate::headers::{self, names};
+use crate::limits::GZIP_MIN_BYTES;
+use crate::options::JsonReads;
+use crate::query::{LiveMode, ReadParams};
+use crate::render::{self, Answer};
+
+pub async fn get<B, T>(shared: Arc<Shared<B>>, key: StreamKey, req: Request<T>) -> Result<Answer, ApiError>
+where
+    B: Backend,
+{
+    let params = ReadParams::parse(req.uri().query())?;
+    let from = params.offset.unwrap_or(ReadFrom::Start);
+    match params.live {
+        LiveMode::Sse => sse::open(shared, key, from, params).await,
+        LiveMode::CatchUp => {
+            let view = shared.backend.read(key, query(&shared, from, params.max_bytes)).await?;
+            Ok(data_answer(&shared, &view, req.headers(), from == ReadFrom::Tail, None))
+        }
+        LiveMode::LongPoll => long_poll(&shared, key, from, &params, req.headers()).await,
+    }
+}
+
+pub fn query<B>(shared: &Shared<B>, from: ReadFrom, max_bytes: u64) -> ReadQuery {
+    ReadQuery {
+        from,
+        max_bytes,
+        boundary: Boundary::Byte,
+        whole_json_messages: shared.options.json_reads == JsonReads::Array,
+    }
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+async fn long_poll<B: Backend>(
+    shared: &Shared<B>,
+    key: StreamKey,
+    from: ReadFrom,
+    params: &ReadParams,
+    request: &HeaderMap,
+) -> Result<Answer, ApiError> {
+    let cursor = next_cursor(now_ms(), params.cursor.as_deref());
+    let mut view = shared.backend.read(key.clone(), query(shared, from, params.max_bytes)).await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(params.timeout_ms);
+    // `offset=now` starts waiting at once: the answer carries only future data.
+    while view.is_empty() && !view.closed_at_end {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let waited = shared.backend.wait(key.clone(), view.info.incarnation, view.next, left).await?;
+        view = shared.backend.read(key.clone(), query(shared, ReadFrom::At(view.next), params.max_bytes)).await?;
+        if waited == WaitOutcome::TimedOut {
+            break;
+        }
+    }
+    if view.is_empty() {
+        let mut b = render::builder(StatusCode::NO_CONTENT)
+            .header(names::STREAM_NEXT_OFFSET, view.next.to_string())
+            .header(names::STREAM_UP_TO_DATE, "true")
+            .header(header::CACHE_CONTROL, "no-store");
+        if view.closed_at_end {
+            b = b.header(names::STREAM_CLOSED, "true");
+        } else {
+            b = b.header(names::STREAM_CURSOR, cursor.to_string());
+        }
+        return Ok(render::finish(b, render::empty()));
+    }
+    Ok(data_answer(shared, &view, request, false, Some(cursor)))
+}
+
+/// The entity tag of a read: the incarnation, the range, and closure.
+fn etag(view: &ReadView, weak: bool) -> String {
+    let closed = if view.closed_at_end { ":c" } else { "" };
+    let tag = format!("\"{}:{}:{}{closed}\"", view.info.incarnation, view.start.bytes(), view.next.bytes());
+    if weak { format!("W/{tag}") } else { tag }
+}
+
+/// `If-None-Match`, compared weakly (RFC 9110 §13.1.2).
+fn none_match(request: &HeaderMap, tag: &str) -> bool {
+    let strip = |t: &str| t.trim().trim_start_matches("W/").to_string();
+    let ours = strip(tag);
+    request
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim() == "*" || strip(t) == ours)
+}
+
+/// The bytes of a read in the representation clients get.
+pub fn representation<B>(shared: &Shared<B>, view: &ReadView) -> (Bytes, &'static str) {
+    let json = view.info.content_type.is_json();
+    if json && shared.options.json_reads == JsonReads::Array {
+        return (json_array(&view.chunks), "application/json");
+    }
+    let body = concat(&view.chunks);
+    (body, if json { "application/x-ndjson" } else { "" })
+}
+
+pub fn concat(chunks: &[Bytes]) -> Bytes {
+    match chunks {
+        [] => Bytes::new(),
+        [one] => one.clone(),
+        many => {
+            let mut out = BytesMut::with_capacity(many.iter().map(Bytes::len).sum());
+            for c in many {
+                out.extend_from_slice(c);
+            }
+            out.freeze()
+        }
+    }
+}
+
+/// Stored messages (each followed by LF) as one JSON array.
+pub fn json_array(chunks: &[Bytes]) -> Bytes {
+    let total: usize = chunks.iter().map(Bytes::len).sum();
+    let mut out = BytesMut::with_capacity(total + 2);
+    out.extend_from_slice(b"[");
+    let mut first = true;
+    for chunk in chunks {
+        for message in chunk.split(|&b| b == b'\n').filter(|m| !m.is_empty()) {
+            if !first {
+                out.extend_from_slice(b",");
+            }
+            first = false;
+            out.extend_from_slice(message);
+        }
+    }
+    out.extend_from_slice(b"]");
+    out.freeze()
+}
+
+fn data_answer<B>(shared: &Shared<B>, view: &ReadView, request: &HeaderMap, at_now: bool, cursor: Option<u64>) -> Answer {
+    let (body, json_type) = representation(shared, view);
+    let content_type = if json_type.is_empty() { view.info.content_type.as_str() } else { json_type };
+    let gzip_eligible = !json_type.is_empty() && body.len() >= GZIP_MIN_BYTES;
+    let tag = etag(view, gzip_eligible);
+    let mut b = render::builder(StatusCode::OK)
+        .header(names::STREAM_NEXT_OFFSET, view.next.to_string())
+        .header(
+            header::CACHE_CONTROL,
+            if at_now { "no-store" } else { "public, max-age=60, stale-while-revalidate=300" },
+        );
+    if !at_now {
+        b = b.header(header::ETAG, tag.as_str());
+    }
+    if view.up_to_date {
+        b = b.header(names::STREAM_UP_TO_DATE, "true");
+    }
+    if view.closed_at_end {
+        b = b.header(names::STREAM_CLOSED, "true");
+    }
+    if let Some(cursor) = cursor {
+        b = b.header(names::STREAM_CURSOR, cursor.to_string());
+    }
+    if !at_now && none_match(request, &tag) {
+        return render::finish(b.status(StatusCode::NOT_MODIFIED), render::empty());
+    }
+    b = b.header(header::CONTENT_TYPE, content_type);
+    if gzip_eligible {
+        b = b.header(header::VARY, "accept-encoding");
+        if headers::accepts_gzip(request) {
+            if let Some(zipped) = gzip(&body) {
+                return render::finish(b.header(header::CONTENT_ENCODING, "gzip"), render::full(zipped));
+            }
+        }
+    }
+    render::finish(b, render::full(body))
+}
+
+fn gzip(body: &[u8]) -> Option<Bytes> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::with_capacity(body.len() / 4), flate2::Compression::fast());
+    encoder.write_all(body).ok()?;
+    encoder.finish().ok().map(Bytes::from)
+}
+

@@ -1,0 +1,131 @@
+//! Writes: create (`PUT`), append and close (`POST`), delete.
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{HeaderMap, Request, StatusCode};
+use ursula_stream::{AppendKind, AppendOk, AppendStream, Body, ContentType, CreateStream, Lifetime, StreamInfo, StreamKey};
+
+use super::{Shared, read_body};
+use crate::backend::Backend;
+use crate::error::ApiError;
+use crate::headers::{self, names};
+use crate::render::{self, Answer};
+
+pub async fn create<B, T>(shared: &Shared<B>, key: StreamKey, req: Request<T>) -> Result<Answer, ApiError>
+where
+    B: Backend,
+    T: http_body::Body<Data = Bytes> + Send + 'static,
+    T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let h = req.headers();
+    let content_type = headers::content_type(h)?.unwrap_or_else(ContentType::octet_stream);
+    if headers::producer(h)?.is_some() {
+        return Err(ApiError::InvalidProducer("a create must not carry producer headers; create, then claim an epoch with an append".into()));
+    }
+    let lifetime = headers::lifetime(h)?;
+    let closed = headers::stream_closed(h);
+    let stream_seq = headers::stream_seq(h)?;
+    let location = absolute_url(h, req.uri());
+    let raw = read_body(req).await?;
+    let body = Body::prepare(Some(&content_type), raw);
+    let ok = shared
+        .backend
+        .create(CreateStream { key, content_type, lifetime, closed, stream_seq, body })
+        .await?;
+    let status = if ok.created { StatusCode::CREATED } else { StatusCode::OK };
+    let mut b = stream_headers(render::builder(status), &ok.info);
+    if ok.created {
+        b = b.header(header::LOCATION, location);
+    }
+    Ok(render::finish(b, render::empty()))
+}
+
+pub async fn append<B, T>(shared: &Shared<B>, key: StreamKey, req: Request<T>) -> Result<Answer, ApiError>
+where
+    B: Backend,
+    T: http_body::Body<Data = Bytes> + Send + 'static,
+    T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let h = req.headers();
+    let close = headers::stream_closed(h);
+    let stream_seq = headers::stream_seq(h)?;
+    let producer = headers::producer(h)?;
+    // A close-only request may carry any Content-Type; it is never checked.
+    let content_type = headers::content_type(h).or_else(|e| if close { Ok(None) } else { Err(e) })?;
+    let raw = read_body(req).await?;
+    let body = Body::prepare(content_type.as_ref(), raw);
+    let has_body = !body.is_empty();
+    let ok = shared
+        .backend
+        .append(AppendStream { key, content_type, body, close, stream_seq, producer })
+        .await?;
+    Ok(append_answer(&ok, has_body))
+}
+
+fn append_answer(ok: &AppendOk, has_body: bool) -> Answer {
+    // A producer's new write with data answers 200 with its ack; everything
+    // else (plain appends, closes, repeats) answers 204.
+    let status = match (&ok.producer, ok.kind) {
+        (Some(_), AppendKind::Applied) if has_body => StatusCode::OK,
+        _ => StatusCode::NO_CONTENT,
+    };
+    let mut b = render::builder(status);
+    match ok.receipt {
+        Some(receipt) => {
+            b = b.header(names::STREAM_NEXT_OFFSET, receipt.next.to_string());
+            if ok.producer.is_some() {
+                b = b.header(names::STREAM_OFFSET, receipt.start.to_string());
+            }
+        }
+        None => b = b.header(names::PRODUCER_OUTCOME, "receipt-evicted"),
+    }
+    if ok.info.closed {
+        b = b.header(names::STREAM_CLOSED, "true");
+    }
+    if let Some(ack) = &ok.producer {
+        b = b
+            .header(names::PRODUCER_EPOCH, ack.epoch.to_string())
+            .header(names::PRODUCER_SEQ, ack.highest_seq.to_string());
+        if let Some(closed) = ack.closed_epoch {
+            b = b
+                .header(names::PRODUCER_CLOSED_EPOCH, closed.epoch.to_string())
+                .header(names::PRODUCER_CLOSED_SEQ, closed.seq.to_string());
+        }
+    }
+    render::finish(b, render::empty())
+}
+
+pub async fn delete<B: Backend>(shared: &Shared<B>, key: StreamKey) -> Result<Answer, ApiError> {
+    shared.backend.delete(key).await?;
+    Ok(render::finish(render::builder(StatusCode::NO_CONTENT), render::empty()))
+}
+
+/// The configuration headers of create and `HEAD` answers.
+pub fn stream_headers(mut b: http::response::Builder, info: &StreamInfo) -> http::response::Builder {
+    b = b
+        .header(header::CONTENT_TYPE, info.content_type.as_str())
+        .header(names::STREAM_NEXT_OFFSET, info.tail.to_string());
+    if info.closed {
+        b = b.header(names::STREAM_CLOSED, "true");
+    }
+    match &info.lifetime {
+        Lifetime::Forever => {}
+        Lifetime::Ttl { secs } => b = b.header(names::STREAM_TTL, secs.to_string()),
+        Lifetime::ExpiresAt { text, .. } => {
+            if let Ok(v) = HeaderValue::from_str(text) {
+                b = b.header(names::STREAM_EXPIRES_AT, v);
+            }
+        }
+    }
+    b
+}
+
+/// `Location` of a created stream: absolute, from the request's `Host`.
+fn absolute_url(h: &HeaderMap, uri: &http::Uri) -> String {
+    let host = uri
+        .authority()
+        .map(|a| a.as_str().to_string())
+        .or_else(|| h.get(header::HOST).and_then(|v| v.to_str().ok()).map(str::to_string))
+        .unwrap_or_else(|| "localhost".to_string());
+    format!("http://{host}{}", uri.path())
+}

@@ -1,0 +1,203 @@
+//! Protocol headers: their names, defined once, and typed parsing of each
+//! request header the routes read.
+
+use http::HeaderMap;
+use ursula_stream::lifetime::Lifetime;
+use ursula_stream::producer::{MAX_PRODUCER_ID_BYTES, MAX_PRODUCER_NUMBER};
+use ursula_stream::{ContentType, ProducerHeaders, StreamSeq};
+
+use crate::error::ApiError;
+
+pub mod names {
+    pub const STREAM_NEXT_OFFSET: &str = "stream-next-offset";
+    pub const STREAM_OFFSET: &str = "stream-offset";
+    pub const STREAM_UP_TO_DATE: &str = "stream-up-to-date";
+    pub const STREAM_CLOSED: &str = "stream-closed";
+    pub const STREAM_CURSOR: &str = "stream-cursor";
+    pub const STREAM_TTL: &str = "stream-ttl";
+    pub const STREAM_EXPIRES_AT: &str = "stream-expires-at";
+    pub const STREAM_SEQ: &str = "stream-seq";
+    pub const STREAM_LAST_SEQ: &str = "stream-last-seq";
+    pub const STREAM_SSE_DATA_ENCODING: &str = "stream-sse-data-encoding";
+    pub const STREAM_DATA_CONTENT_TYPE: &str = "stream-data-content-type";
+    pub const PRODUCER_ID: &str = "producer-id";
+    pub const PRODUCER_EPOCH: &str = "producer-epoch";
+    pub const PRODUCER_SEQ: &str = "producer-seq";
+    pub const PRODUCER_EXPECTED_SEQ: &str = "producer-expected-seq";
+    pub const PRODUCER_RECEIVED_SEQ: &str = "producer-received-seq";
+    pub const PRODUCER_OUTCOME: &str = "producer-outcome";
+    pub const PRODUCER_CLOSED_EPOCH: &str = "producer-closed-epoch";
+    pub const PRODUCER_CLOSED_SEQ: &str = "producer-closed-seq";
+    pub const URSULA_MAX_REQUEST_BYTES: &str = "ursula-max-request-bytes";
+}
+
+/// The value of a header as text; a value that is not visible ASCII is malformed.
+fn text<'a>(headers: &'a HeaderMap, name: &'static str) -> Result<Option<&'a str>, ApiError> {
+    match headers.get(name) {
+        None => Ok(None),
+        Some(v) => v
+            .to_str()
+            .map(|s| Some(s.trim()))
+            .map_err(|_| ApiError::InvalidHeader(format!("{name} is not visible ASCII"))),
+    }
+}
+
+/// `Stream-Closed` counts only when it is `true`, case-insensitively;
+/// any other value is ignored (base protocol §4.1).
+pub fn stream_closed(headers: &HeaderMap) -> bool {
+    headers
+        .get(names::STREAM_CLOSED)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+/// `Content-Type` of a request; a value that is no MIME type is malformed.
+pub fn content_type(headers: &HeaderMap) -> Result<Option<ContentType>, ApiError> {
+    match headers.get(http::header::CONTENT_TYPE) {
+        None => Ok(None),
+        Some(v) => {
+            let raw = v.to_str().map_err(|_| ApiError::InvalidHeader("content-type is not visible ASCII".into()))?;
+            if raw.trim().is_empty() {
+                return Ok(None);
+            }
+            ContentType::parse(raw)
+                .map(Some)
+                .ok_or_else(|| ApiError::InvalidHeader("content-type is not a MIME type".into()))
+        }
+    }
+}
+
+/// A canonical non-negative decimal integer: no sign, no leading zero, no fraction.
+fn canonical_u64(s: &str) -> Option<u64> {
+    let canonical = !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'));
+    if canonical { s.parse().ok() } else { None }
+}
+
+/// `Stream-TTL` and `Stream-Expires-At`, which exclude each other.
+pub fn lifetime(headers: &HeaderMap) -> Result<Lifetime, ApiError> {
+    let ttl = text(headers, names::STREAM_TTL)?;
+    let expires = text(headers, names::STREAM_EXPIRES_AT)?;
+    match (ttl, expires) {
+        (Some(_), Some(_)) => Err(ApiError::InvalidHeader("stream-ttl and stream-expires-at exclude each other".into())),
+        (Some(ttl), None) => canonical_u64(ttl)
+            .map(|secs| Lifetime::Ttl { secs })
+            .ok_or_else(|| ApiError::InvalidHeader("stream-ttl must be a non-negative integer without sign or leading zeros".into())),
+        (None, Some(at)) => {
+            let parsed = time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339)
+                .map_err(|_| ApiError::InvalidHeader("stream-expires-at must be an RFC 3339 timestamp".into()))?;
+            let at_ms = u64::try_from(parsed.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
+            Ok(Lifetime::ExpiresAt { at_ms, text: at.to_string() })
+        }
+        (None, None) => Ok(Lifetime::Forever),
+    }
+}
+
+/// `Stream-Seq`: ignored unless printable ASCII, refused above 256 bytes.
+pub fn stream_seq(headers: &HeaderMap) -> Result<Option<StreamSeq>, ApiError> {
+    match headers.get(names::STREAM_SEQ) {
+        None => Ok(None),
+        Some(v) => StreamSeq::parse(v.as_bytes()).map_err(|e| ApiError::InvalidHeader(e.to_string())),
+    }
+}
+
+/// The three producer headers, all or none (base protocol §5.2.1).
+pub fn producer(headers: &HeaderMap) -> Result<Option<ProducerHeaders>, ApiError> {
+    let id = text(headers, names::PRODUCER_ID)?;
+    let epoch = text(headers, names::PRODUCER_EPOCH)?;
+    let seq = text(headers, names::PRODUCER_SEQ)?;
+    let (id, epoch, seq) = match (id, epoch, seq) {
+        (None, None, None) => return Ok(None),
+        (Some(id), Some(epoch), Some(seq)) => (id, epoch, seq),
+        _ => return Err(ApiError::InvalidProducer("producer-id, producer-epoch and producer-seq go together".into())),
+    };
+    if id.is_empty() {
+        return Err(ApiError::InvalidProducer("producer-id must not be empty".into()));
+    }
+    if id.len() > MAX_PRODUCER_ID_BYTES {
+        return Err(ApiError::InvalidProducer("producer-id must be at most 256 bytes".into()));
+    }
+    let number = |name: &str, s: &str| {
+        canonical_u64(s)
+            .filter(|n| *n <= MAX_PRODUCER_NUMBER)
+            .ok_or_else(|| ApiError::InvalidProducer(format!("{name} must be an integer from 0 to 2^53-1")))
+    };
+    Ok(Some(ProducerHeaders { id: id.to_string(), epoch: number("producer-epoch", epoch)?, seq: number("producer-seq", seq)? }))
+}
+
+/// Whether the client accepts a gzip response.
+pub fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers.get_all(http::header::ACCEPT_ENCODING).iter().filter_map(|v| v.to_str().ok()).any(|v| {
+        v.split(',').any(|part| {
+            let mut it = part.trim().split(';');
+            let coding = it.next().unwrap_or("").trim();
+            let refused = it.any(|p| matches!(p.trim().replace(' ', "").as_str(), "q=0" | "q=0.0" | "q=0.00" | "q=0.000"));
+            (coding.eq_ignore_ascii_case("gzip") || coding == "*") && !refused
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn map(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_str(v).expect("test header"));
+        }
+        h
+    }
+
+    #[test]
+    fn ttl_must_be_canonical() {
+        for ok in ["0", "1", "3600"] {
+            assert!(matches!(lifetime(&map(&[("stream-ttl", ok)])), Ok(Lifetime::Ttl { .. })), "{ok}");
+        }
+        for bad in ["+3600", "03600", "3600.0", "3.6e3", "-1", "", "abc", "1 2"] {
+            assert!(lifetime(&map(&[("stream-ttl", bad)])).is_err(), "{bad}");
+        }
+        assert!(lifetime(&map(&[("stream-ttl", "5"), ("stream-expires-at", "2030-01-01T00:00:00Z")])).is_err());
+    }
+
+    #[test]
+    fn expires_at_is_rfc3339() {
+        assert!(matches!(
+            lifetime(&map(&[("stream-expires-at", "2030-01-01T00:00:00.5+02:00")])),
+            Ok(Lifetime::ExpiresAt { .. })
+        ));
+        assert!(lifetime(&map(&[("stream-expires-at", "tomorrow")])).is_err());
+    }
+
+    #[test]
+    fn producer_headers_go_together_and_are_bounded() {
+        assert_eq!(producer(&map(&[])), Ok(None));
+        let full = map(&[("producer-id", "p"), ("producer-epoch", "1"), ("producer-seq", "2")]);
+        assert_eq!(producer(&full), Ok(Some(ProducerHeaders { id: "p".into(), epoch: 1, seq: 2 })));
+        for bad in [
+            map(&[("producer-id", "p")]),
+            map(&[("producer-id", ""), ("producer-epoch", "1"), ("producer-seq", "2")]),
+            map(&[("producer-id", "p"), ("producer-epoch", "-1"), ("producer-seq", "2")]),
+            map(&[("producer-id", "p"), ("producer-epoch", "9007199254740992"), ("producer-seq", "2")]),
+            map(&[("producer-id", "p"), ("producer-epoch", "1"), ("producer-seq", "x")]),
+        ] {
+            assert!(producer(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn stream_closed_is_true_or_absent() {
+        assert!(stream_closed(&map(&[("stream-closed", "TRUE")])));
+        for other in ["false", "yes", "1", ""] {
+            assert!(!stream_closed(&map(&[("stream-closed", other)])), "{other}");
+        }
+    }
+
+    #[test]
+    fn gzip_acceptance() {
+        assert!(accepts_gzip(&map(&[("accept-encoding", "gzip, deflate, br")])));
+        assert!(!accepts_gzip(&map(&[("accept-encoding", "br")])));
+        assert!(!accepts_gzip(&map(&[("accept-encoding", "gzip;q=0")])));
+        assert!(!accepts_gzip(&map(&[])));
+    }
+}

@@ -1,0 +1,28 @@
+//! Settings of the HTTP layer.
+
+/// How a JSON stream is read back (issue #2: the spec and today's clients disagree).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JsonReads {
+    /// The spec's form: `application/x-ndjson`, one message per line
+    /// (base protocol §7.1, extensions §9.4).
+    #[default]
+    Ndjson,
+    /// The older form of conformance suite 0.3.6 and the 0.2 clients:
+    /// `application/json` and a JSON array of the messages.
+    Array,
+}
+
+impl JsonReads {
+    pub fn parse(s: &str) -> Option<JsonReads> {
+        match s {
+            "ndjson" => Some(JsonReads::Ndjson),
+            "array" => Some(JsonReads::Array),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct HttpOptions {
+    pub json_reads: JsonReads,
+}

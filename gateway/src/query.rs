@@ -1,0 +1,119 @@
+//! Query parameters of a stream read. Unknown parameters are ignored, as the
+//! base protocol says; a repeated `offset` is malformed.
+
+use ursula_stream::ReadFrom;
+
+use crate::error::ApiError;
+use crate::limits::{DEFAULT_LONG_POLL_MS, MAX_LONG_POLL_MS, MAX_RESPONSE_BYTES};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LiveMode {
+    CatchUp,
+    LongPoll,
+    Sse,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadParams {
+    /// `None` when the request named no offset.
+    pub offset: Option<ReadFrom>,
+    pub live: LiveMode,
+    pub cursor: Option<String>,
+    pub timeout_ms: u64,
+    pub max_bytes: u64,
+}
+
+impl ReadParams {
+    pub fn parse(query: Option<&str>) -> Result<ReadParams, ApiError> {
+        let mut offset: Option<ReadFrom> = None;
+        let mut seen_offset = false;
+        let mut live = LiveMode::CatchUp;
+        let mut cursor = None;
+        let mut timeout_ms = DEFAULT_LONG_POLL_MS;
+        let mut max_bytes = MAX_RESPONSE_BYTES;
+        let mut consistency_leader = false;
+        for (name, value) in pairs(query.unwrap_or("")) {
+            match name.as_str() {
+                "offset" => {
+                    if seen_offset {
+                        return Err(ApiError::InvalidOffset);
+                    }
+                    seen_offset = true;
+                    offset = Some(ReadFrom::parse(&value).ok_or(ApiError::InvalidOffset)?);
+                }
+                "live" => {
+                    live = match value.as_str() {
+                        "long-poll" => LiveMode::LongPoll,
+                        "sse" => LiveMode::Sse,
+                        _ => return Err(ApiError::InvalidQuery("live must be long-poll or sse".into())),
+                    }
+                }
+                "cursor" => cursor = Some(value),
+                "timeout_ms" => {
+                    if let Ok(t) = value.parse::<u64>() {
+                        timeout_ms = t.clamp(1, MAX_LONG_POLL_MS);
+                    }
+                }
+                "max_bytes" => {
+                    if let Ok(n) = value.parse::<u64>() {
+                        max_bytes = n.clamp(1, MAX_RESPONSE_BYTES);
+                    }
+                }
+                "consistency" => match value.as_str() {
+                    "local" => consistency_leader = false,
+                    "leader" => consistency_leader = true,
+                    _ => return Err(ApiError::InvalidQuery("consistency must be local or leader".into())),
+                },
+                _ => {}
+            }
+        }
+        if consistency_leader && live != LiveMode::CatchUp {
+            return Err(ApiError::InvalidQuery("consistency=leader cannot be combined with live".into()));
+        }
+        if live != LiveMode::CatchUp && offset.is_none() {
+            return Err(ApiError::InvalidQuery("live reads need an offset".into()));
+        }
+        if live == LiveMode::Sse {
+            // A text SSE event must be able to hold a whole UTF-8 character.
+            max_bytes = max_bytes.max(4);
+        }
+        Ok(ReadParams { offset, live, cursor, timeout_ms, max_bytes })
+    }
+}
+
+/// Percent-decoded `name=value` pairs (`+` is a space, as in forms).
+fn pairs(query: &str) -> impl Iterator<Item = (String, String)> + '_ {
+    query.split('&').filter(|p| !p.is_empty()).map(|pair| {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        (decode(name), decode(value))
+    })
+}
+
+fn decode(s: &str) -> String {
+    let spaced = s.replace('+', " ");
+    percent_encoding::percent_decode_str(&spaced).decode_utf8_lossy().into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ursula_stream::Offset;
+
+    #[test]
+    fn offsets_and_modes() {
+        let p = ReadParams::parse(Some("offset=00000000000000000005&live=sse&foo=bar")).expect("valid");
+        assert_eq!((p.offset, p.live), (Some(ReadFrom::At(Offset(5))), LiveMode::Sse));
+        assert_eq!(ReadParams::parse(None).map(|p| p.offset), Ok(None));
+        for bad in ["offset=", "offset=0,1", "offset=0%201", "offset=-1&offset=-1", "live=sse", "live=long-poll", "live=x&offset=-1", "offset=-1&consistency=leader&live=sse", "consistency=weird"] {
+            assert!(ReadParams::parse(Some(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn timeout_and_max_bytes_are_clamped_or_ignored() {
+        let p = ReadParams::parse(Some("offset=-1&live=long-poll&timeout_ms=999999&max_bytes=0")).expect("valid");
+        assert_eq!((p.timeout_ms, p.max_bytes), (MAX_LONG_POLL_MS, 1));
+        let p = ReadParams::parse(Some("timeout_ms=abc&max_bytes=-3")).expect("valid");
+        assert_eq!((p.timeout_ms, p.max_bytes), (DEFAULT_LONG_POLL_MS, MAX_RESPONSE_BYTES));
+    }
+}

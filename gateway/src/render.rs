@@ -1,0 +1,73 @@
+//! Building answers: the body type, error answers, and the headers every
+//! answer of the protocol surface carries.
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Response, StatusCode};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Empty, Full};
+
+use crate::error::ApiError;
+
+pub type Body = UnsyncBoxBody<Bytes, Infallible>;
+pub type Answer = Response<Body>;
+
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).boxed_unsync()
+}
+
+pub fn empty() -> Body {
+    Empty::new().boxed_unsync()
+}
+
+/// A response with `status` and no body yet.
+pub fn builder(status: StatusCode) -> http::response::Builder {
+    Response::builder().status(status)
+}
+
+/// Finishes a builder; a builder only fails on invalid header values, which
+/// the handlers never produce from client input.
+pub fn finish(builder: http::response::Builder, body: Body) -> Answer {
+    builder.body(body).unwrap_or_else(|_| {
+        let mut r = Response::new(self::empty());
+        *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+        r
+    })
+}
+
+/// The JSON error answer of a refusal; `HEAD` gets the headers and no body.
+pub fn error(err: &ApiError, head: bool) -> Answer {
+    let answer = err.answer();
+    let body = if head { empty() } else { full(answer.body()) };
+    let mut response = finish(
+        builder(answer.status)
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::CACHE_CONTROL, "no-store"),
+        body,
+    );
+    response.headers_mut().extend(answer.headers);
+    response
+}
+
+/// Headers on every answer: browser security (base protocol §10.7) and the
+/// node's permissive CORS.
+pub fn add_common_headers(response: &mut Answer) {
+    let h = response.headers_mut();
+    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    h.insert("cross-origin-resource-policy", HeaderValue::from_static("cross-origin"));
+    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    h.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static("*"));
+}
+
+/// The answer to a CORS preflight, the same for every path.
+pub fn preflight() -> Answer {
+    finish(
+        builder(StatusCode::NO_CONTENT)
+            .header(header::ACCESS_CONTROL_ALLOW_METHODS, "GET, HEAD, POST, PUT, DELETE, OPTIONS")
+            .header(header::ACCESS_CONTROL_ALLOW_HEADERS, "*")
+            .header(header::ACCESS_CONTROL_MAX_AGE, "86400"),
+        empty(),
+    )
+}
