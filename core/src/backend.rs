@@ -77,7 +77,13 @@ impl<E: GroupEngine> Backend for NodeBackend<E> {
         Ok(view)
     }
 
-    async fn wait(&self, key: StreamKey, incarnation: u64, offset: Offset, timeout: Duration) -> Result<WaitOutcome, BackendError> {
+    async fn wait(
+        &self,
+        key: StreamKey,
+        incarnation: u64,
+        offset: Offset,
+        timeout: Duration,
+    ) -> Result<WaitOutcome, BackendError> {
         let group = group_of(&key, self.engine.group_count());
         match self.engine.wait(group, &key, incarnation, offset, timeout).await.map_err(internal)? {
             Waited::Changed => Ok(WaitOutcome::Changed),

@@ -72,7 +72,8 @@ pub fn load(cli: &CliOverrides) -> Result<NodeConfig, ConfigError> {
     let file = match config_path(cli.config.as_deref()) {
         None => FileConfig::default(),
         Some(path) => {
-            let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read { path: path.clone(), source })?;
+            let text =
+                std::fs::read_to_string(&path).map_err(|source| ConfigError::Read { path: path.clone(), source })?;
             parse_file(&text).map_err(|message| ConfigError::Parse { path, message })?
         }
     };
@@ -115,7 +116,8 @@ mod tests {
 
     #[test]
     fn cli_wins_over_file() {
-        let file = parse_file("[server]\nlisten = \"127.0.0.1:9000\"\n[protocol]\njson_reads = \"array\"\n").expect("valid");
+        let file =
+            parse_file("[server]\nlisten = \"127.0.0.1:9000\"\n[protocol]\njson_reads = \"array\"\n").expect("valid");
         let cli = CliOverrides { listen: Some("127.0.0.1:0".into()), ..Default::default() };
         let cfg = resolve(file, &cli).expect("valid");
         assert_eq!(cfg.listen.port(), 0);

@@ -12,7 +12,11 @@ use crate::config::NodeConfig;
 use crate::engine::MemoryEngine;
 
 /// Serves the development node on `listener` until `shutdown` resolves.
-pub async fn run(config: &NodeConfig, listener: TcpListener, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
+pub async fn run(
+    config: &NodeConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
     let engine = Arc::new(MemoryEngine::new(config.group_count));
     let sweeper = tokio::spawn(sweep_forever(engine.clone(), Duration::from_secs(30)));
     let backend = Arc::new(NodeBackend::new(engine));

@@ -31,10 +31,8 @@ mod tests {
         // Pinned: changing the hash would move every stream of a cluster.
         assert_eq!(group_of(&key, 16), group_of(&key, 16));
         assert_eq!(group_of(&key, 1), GroupId(0));
-        let pinned: Vec<u32> = ["a", "b", "c", "d"]
-            .iter()
-            .map(|s| group_of(&StreamKey::parse("demo", s).expect("valid"), 64).0)
-            .collect();
+        let pinned: Vec<u32> =
+            ["a", "b", "c", "d"].iter().map(|s| group_of(&StreamKey::parse("demo", s).expect("valid"), 64).0).collect();
         assert_eq!(pinned, pinned_groups());
         for i in 0..1000 {
             let k = StreamKey::parse("demo", &format!("s{i}")).expect("valid");

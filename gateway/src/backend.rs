@@ -4,7 +4,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use ursula_stream::{AppendOk, AppendStream, CreateOk, CreateStream, Offset, ReadQuery, ReadView, Rejection, StreamInfo, StreamKey};
+use ursula_stream::{
+    AppendOk, AppendStream, CreateOk, CreateStream, Offset, ReadQuery, ReadView, Rejection, StreamInfo, StreamKey,
+};
 
 /// Why a backend could not answer with an outcome of the state machine.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -70,21 +70,35 @@ impl ApiError {
         match self {
             ApiError::InvalidHeader(m) => ErrorAnswer::new(S::BAD_REQUEST, "INVALID_HEADER", m.clone()),
             ApiError::InvalidQuery(m) => ErrorAnswer::new(S::BAD_REQUEST, "INVALID_QUERY", m.clone()),
-            ApiError::InvalidOffset => ErrorAnswer::new(S::BAD_REQUEST, "INVALID_OFFSET", "offset must be -1, now, or an offset the server returned"),
+            ApiError::InvalidOffset => ErrorAnswer::new(
+                S::BAD_REQUEST,
+                "INVALID_OFFSET",
+                "offset must be -1, now, or an offset the server returned",
+            ),
             ApiError::InvalidProducer(m) => ErrorAnswer::new(S::BAD_REQUEST, "INVALID_PRODUCER", m.clone()),
-            ApiError::InvalidId(e @ IdError::InvalidBucket) => ErrorAnswer::new(S::BAD_REQUEST, "INVALID_BUCKET_ID", e.to_string()),
+            ApiError::InvalidId(e @ IdError::InvalidBucket) => {
+                ErrorAnswer::new(S::BAD_REQUEST, "INVALID_BUCKET_ID", e.to_string())
+            }
             ApiError::InvalidId(e) => ErrorAnswer::new(S::BAD_REQUEST, "INVALID_STREAM_ID", e.to_string()),
             ApiError::NotFound => ErrorAnswer::new(S::NOT_FOUND, "NOT_FOUND", "no such route"),
-            ApiError::MethodNotAllowed => ErrorAnswer::new(S::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED", "method not allowed on this route"),
-            ApiError::RequestTooLarge => ErrorAnswer::new(S::PAYLOAD_TOO_LARGE, "REQUEST_TOO_LARGE", "request body too large")
-                .header(names::URSULA_MAX_REQUEST_BYTES, MAX_REQUEST_BYTES),
-            ApiError::BodyUnreadable => ErrorAnswer::new(S::BAD_REQUEST, "BODY_UNREADABLE", "the request body could not be read"),
+            ApiError::MethodNotAllowed => {
+                ErrorAnswer::new(S::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED", "method not allowed on this route")
+            }
+            ApiError::RequestTooLarge => {
+                ErrorAnswer::new(S::PAYLOAD_TOO_LARGE, "REQUEST_TOO_LARGE", "request body too large")
+                    .header(names::URSULA_MAX_REQUEST_BYTES, MAX_REQUEST_BYTES)
+            }
+            ApiError::BodyUnreadable => {
+                ErrorAnswer::new(S::BAD_REQUEST, "BODY_UNREADABLE", "the request body could not be read")
+            }
             ApiError::Backend(BackendError::Rejected(r)) => rejection_answer(r),
             ApiError::Backend(BackendError::Unavailable { retry_after_secs }) => {
                 ErrorAnswer::new(S::SERVICE_UNAVAILABLE, "NO_LEADER", "the stream's group cannot serve now")
                     .header("retry-after", retry_after_secs)
             }
-            ApiError::Backend(BackendError::Internal(_)) => ErrorAnswer::new(S::INTERNAL_SERVER_ERROR, "INTERNAL", "internal server error"),
+            ApiError::Backend(BackendError::Internal(_)) => {
+                ErrorAnswer::new(S::INTERNAL_SERVER_ERROR, "INTERNAL", "internal server error")
+            }
         }
     }
 }
@@ -94,18 +108,24 @@ fn rejection_answer(r: &Rejection) -> ErrorAnswer {
     let code = r.code();
     match r {
         Rejection::StreamNotFound => ErrorAnswer::new(S::NOT_FOUND, code, "the stream does not exist"),
-        Rejection::StreamExistsConflict => ErrorAnswer::new(S::CONFLICT, code, "the stream exists with another configuration"),
+        Rejection::StreamExistsConflict => {
+            ErrorAnswer::new(S::CONFLICT, code, "the stream exists with another configuration")
+        }
         Rejection::StreamClosed { tail } => ErrorAnswer::new(S::CONFLICT, code, "the stream is closed")
             .header(names::STREAM_CLOSED, "true")
             .header(names::STREAM_NEXT_OFFSET, tail),
         Rejection::ContentTypeMismatch => ErrorAnswer::new(S::CONFLICT, code, "content-type does not match the stream"),
         Rejection::MissingContentType => ErrorAnswer::new(S::BAD_REQUEST, code, "content-type is required with a body"),
-        Rejection::EmptyAppend => ErrorAnswer::new(S::BAD_REQUEST, code, "an append needs a body unless it closes the stream"),
+        Rejection::EmptyAppend => {
+            ErrorAnswer::new(S::BAD_REQUEST, code, "an append needs a body unless it closes the stream")
+        }
         Rejection::EmptyJsonArray => ErrorAnswer::new(S::BAD_REQUEST, code, "an empty JSON array appends nothing"),
         Rejection::InvalidJson(e) => ErrorAnswer::new(S::BAD_REQUEST, code, format!("invalid JSON body: {e}")),
-        Rejection::StreamSeqConflict { last, tail } => ErrorAnswer::new(S::CONFLICT, code, "stream-seq is not greater than the last accepted one")
-            .header(names::STREAM_LAST_SEQ, last.as_str())
-            .header(names::STREAM_NEXT_OFFSET, tail),
+        Rejection::StreamSeqConflict { last, tail } => {
+            ErrorAnswer::new(S::CONFLICT, code, "stream-seq is not greater than the last accepted one")
+                .header(names::STREAM_LAST_SEQ, last.as_str())
+                .header(names::STREAM_NEXT_OFFSET, tail)
+        }
         Rejection::ProducerStaleEpoch { current, closed_by_claim } => {
             let answer = ErrorAnswer::new(S::FORBIDDEN, code, "producer epoch is older than the current one")
                 .header(names::PRODUCER_EPOCH, current);
@@ -117,12 +137,18 @@ fn rejection_answer(r: &Rejection) -> ErrorAnswer {
                 None => answer.header(names::PRODUCER_OUTCOME, "stale-epoch"),
             }
         }
-        Rejection::ProducerEpochNotClaimed => ErrorAnswer::new(S::BAD_REQUEST, code, "a new producer epoch must start at producer-seq 0")
-            .header(names::PRODUCER_EXPECTED_SEQ, 0),
-        Rejection::ProducerSeqGap { expected, received } => ErrorAnswer::new(S::CONFLICT, code, "producer-seq is out of order")
-            .header(names::PRODUCER_EXPECTED_SEQ, expected)
-            .header(names::PRODUCER_RECEIVED_SEQ, received),
-        Rejection::OffsetBeyondTail { tail } => ErrorAnswer::new(S::RANGE_NOT_SATISFIABLE, code, "offset is beyond the stream's tail")
-            .header(names::STREAM_NEXT_OFFSET, tail),
+        Rejection::ProducerEpochNotClaimed => {
+            ErrorAnswer::new(S::BAD_REQUEST, code, "a new producer epoch must start at producer-seq 0")
+                .header(names::PRODUCER_EXPECTED_SEQ, 0)
+        }
+        Rejection::ProducerSeqGap { expected, received } => {
+            ErrorAnswer::new(S::CONFLICT, code, "producer-seq is out of order")
+                .header(names::PRODUCER_EXPECTED_SEQ, expected)
+                .header(names::PRODUCER_RECEIVED_SEQ, received)
+        }
+        Rejection::OffsetBeyondTail { tail } => {
+            ErrorAnswer::new(S::RANGE_NOT_SATISFIABLE, code, "offset is beyond the stream's tail")
+                .header(names::STREAM_NEXT_OFFSET, tail)
+        }
     }
 }

@@ -78,10 +78,12 @@ pub fn lifetime(headers: &HeaderMap) -> Result<Lifetime, ApiError> {
     let ttl = text(headers, names::STREAM_TTL)?;
     let expires = text(headers, names::STREAM_EXPIRES_AT)?;
     match (ttl, expires) {
-        (Some(_), Some(_)) => Err(ApiError::InvalidHeader("stream-ttl and stream-expires-at exclude each other".into())),
-        (Some(ttl), None) => canonical_u64(ttl)
-            .map(|secs| Lifetime::Ttl { secs })
-            .ok_or_else(|| ApiError::InvalidHeader("stream-ttl must be a non-negative integer without sign or leading zeros".into())),
+        (Some(_), Some(_)) => {
+            Err(ApiError::InvalidHeader("stream-ttl and stream-expires-at exclude each other".into()))
+        }
+        (Some(ttl), None) => canonical_u64(ttl).map(|secs| Lifetime::Ttl { secs }).ok_or_else(|| {
+            ApiError::InvalidHeader("stream-ttl must be a non-negative integer without sign or leading zeros".into())
+        }),
         (None, Some(at)) => {
             let parsed = time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339)
                 .map_err(|_| ApiError::InvalidHeader("stream-expires-at must be an RFC 3339 timestamp".into()))?;
@@ -121,7 +123,11 @@ pub fn producer(headers: &HeaderMap) -> Result<Option<ProducerHeaders>, ApiError
             .filter(|n| *n <= MAX_PRODUCER_NUMBER)
             .ok_or_else(|| ApiError::InvalidProducer(format!("{name} must be an integer from 0 to 2^53-1")))
     };
-    Ok(Some(ProducerHeaders { id: id.to_string(), epoch: number("producer-epoch", epoch)?, seq: number("producer-seq", seq)? }))
+    Ok(Some(ProducerHeaders {
+        id: id.to_string(),
+        epoch: number("producer-epoch", epoch)?,
+        seq: number("producer-seq", seq)?,
+    }))
 }
 
 /// Whether the client accepts a gzip response.
@@ -130,7 +136,8 @@ pub fn accepts_gzip(headers: &HeaderMap) -> bool {
         v.split(',').any(|part| {
             let mut it = part.trim().split(';');
             let coding = it.next().unwrap_or("").trim();
-            let refused = it.any(|p| matches!(p.trim().replace(' ', "").as_str(), "q=0" | "q=0.0" | "q=0.00" | "q=0.000"));
+            let refused =
+                it.any(|p| matches!(p.trim().replace(' ', "").as_str(), "q=0" | "q=0.0" | "q=0.00" | "q=0.000"));
             (coding.eq_ignore_ascii_case("gzip") || coding == "*") && !refused
         })
     })

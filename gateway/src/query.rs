@@ -104,7 +104,17 @@ mod tests {
         let p = ReadParams::parse(Some("offset=00000000000000000005&live=sse&foo=bar")).expect("valid");
         assert_eq!((p.offset, p.live), (Some(ReadFrom::At(Offset(5))), LiveMode::Sse));
         assert_eq!(ReadParams::parse(None).map(|p| p.offset), Ok(None));
-        for bad in ["offset=", "offset=0,1", "offset=0%201", "offset=-1&offset=-1", "live=sse", "live=long-poll", "live=x&offset=-1", "offset=-1&consistency=leader&live=sse", "consistency=weird"] {
+        for bad in [
+            "offset=",
+            "offset=0,1",
+            "offset=0%201",
+            "offset=-1&offset=-1",
+            "live=sse",
+            "live=long-poll",
+            "live=x&offset=-1",
+            "offset=-1&consistency=leader&live=sse",
+            "consistency=weird",
+        ] {
             assert!(ReadParams::parse(Some(bad)).is_err(), "{bad}");
         }
     }

@@ -19,8 +19,12 @@ pub fn route(path: &str) -> Result<Route, ApiError> {
     let trimmed = path.strip_prefix('/').unwrap_or(path);
     let segments: Vec<&str> = trimmed.split('/').collect();
     match segments.as_slice() {
-        [bucket] if !bucket.is_empty() => Ok(Route::Bucket(BucketId::parse(&decode(bucket)?).map_err(ApiError::InvalidId)?)),
-        [bucket, stream] => Ok(Route::Stream(StreamKey::parse(&decode(bucket)?, &decode(stream)?).map_err(ApiError::InvalidId)?)),
+        [bucket] if !bucket.is_empty() => {
+            Ok(Route::Bucket(BucketId::parse(&decode(bucket)?).map_err(ApiError::InvalidId)?))
+        }
+        [bucket, stream] => {
+            Ok(Route::Stream(StreamKey::parse(&decode(bucket)?, &decode(stream)?).map_err(ApiError::InvalidId)?))
+        }
         _ => Err(ApiError::NotFound),
     }
 }

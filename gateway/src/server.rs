@@ -40,7 +40,8 @@ pub async fn serve<B: Backend>(
                 let shared = shared.clone();
                 async move { Ok::<_, std::convert::Infallible>(handle(shared, req).await) }
             });
-            if let Err(e) = auto::Builder::new(TokioExecutor::new()).serve_connection(TokioIo::new(tcp), service).await {
+            if let Err(e) = auto::Builder::new(TokioExecutor::new()).serve_connection(TokioIo::new(tcp), service).await
+            {
                 tracing::debug!(error = %e, "connection ended");
             }
         });

@@ -40,7 +40,8 @@ fn main() -> anyhow::Result<()> {
     let config = config::load(&CliOverrides { config, listen, json_reads })?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
+        let listener =
+            tokio::net::TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
         let bound = listener.local_addr()?;
         // Tests and scripts read the bound address from this line.
         println!("ursula listening on http://{bound}");

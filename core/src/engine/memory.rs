@@ -61,12 +61,12 @@ impl GroupEngine for MemoryEngine {
         let ctx = ApplyCtx { now_ms: now_ms(), log_index: state.last_index };
         let key = touched(&command).cloned();
         let outcome = state.store.apply(command, ctx);
-        if let Some(key) = key {
-            if let Some(tx) = state.watchers.get(&key) {
-                tx.send_modify(|v| *v += 1);
-                if tx.receiver_count() == 0 {
-                    state.watchers.remove(&key);
-                }
+        if let Some(key) = key
+            && let Some(tx) = state.watchers.get(&key)
+        {
+            tx.send_modify(|v| *v += 1);
+            if tx.receiver_count() == 0 {
+                state.watchers.remove(&key);
             }
         }
         Ok(outcome)
@@ -77,7 +77,14 @@ impl GroupEngine for MemoryEngine {
         Ok(f(&state.store, now_ms()))
     }
 
-    async fn wait(&self, group: GroupId, key: &StreamKey, incarnation: u64, offset: Offset, timeout: Duration) -> Result<Waited, EngineError> {
+    async fn wait(
+        &self,
+        group: GroupId,
+        key: &StreamKey,
+        incarnation: u64,
+        offset: Offset,
+        timeout: Duration,
+    ) -> Result<Waited, EngineError> {
         let mut rx = {
             let mut state = self.group(group)?;
             let moved = match state.store.live(key, now_ms()) {

@@ -91,10 +91,7 @@ impl Body {
         }
         match content_type {
             Some(ct) if ct.is_json() => Body::Json(
-                json_text::normalize_body(&raw).map(|m| JsonBatch {
-                    text: Bytes::from(m.text),
-                    count: m.count,
-                }),
+                json_text::normalize_body(&raw).map(|m| JsonBatch { text: Bytes::from(m.text), count: m.count }),
             ),
             _ => Body::Bytes(raw),
         }

@@ -63,10 +63,7 @@ impl fmt::Display for ContentType {
 }
 
 fn is_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes().all(|b| {
-            b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b)
-        })
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
 }
 
 #[cfg(test)]
@@ -89,11 +86,7 @@ mod tests {
             ("a b/c", None),
         ];
         for (input, expected) in table {
-            assert_eq!(
-                ContentType::parse(input).as_ref().map(ContentType::as_str),
-                expected,
-                "input {input:?}"
-            );
+            assert_eq!(ContentType::parse(input).as_ref().map(ContentType::as_str), expected, "input {input:?}");
         }
     }
 

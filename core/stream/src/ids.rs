@@ -22,9 +22,7 @@ pub struct BucketId(String);
 impl BucketId {
     pub fn parse(raw: &str) -> Result<BucketId, IdError> {
         let ok = (4..=64).contains(&raw.len())
-            && raw
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+            && raw.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
         if ok { Ok(BucketId(raw.to_string())) } else { Err(IdError::InvalidBucket) }
     }
 

@@ -72,9 +72,7 @@ impl std::error::Error for JsonTextError {}
 /// in the body.
 pub fn normalize_body(body: &[u8]) -> Result<JsonMessages, JsonTextError> {
     match scan_body(body) {
-        Err(JsonTextError::Syntax { .. } | JsonTextError::TooDeep)
-            if std::str::from_utf8(body).is_err() =>
-        {
+        Err(JsonTextError::Syntax { .. } | JsonTextError::TooDeep) if std::str::from_utf8(body).is_err() => {
             Err(JsonTextError::InvalidUtf8)
         }
         result => result,
@@ -85,11 +83,7 @@ fn scan_body(body: &[u8]) -> Result<JsonMessages, JsonTextError> {
     // The output is the input minus whitespace plus one LF per message; a
     // flattened array also loses its brackets and commas (n + 1 bytes for n
     // LFs), so `len + 1` is always enough.
-    let mut s = Scanner {
-        b: body,
-        i: 0,
-        out: Vec::with_capacity(body.len().saturating_add(1)),
-    };
+    let mut s = Scanner { b: body, i: 0, out: Vec::with_capacity(body.len().saturating_add(1)) };
     let mut count = 0;
     s.skip_ws();
     if s.peek() == Some(b'[') {
@@ -286,9 +280,7 @@ impl Scanner<'_> {
                         i += 6;
                     }
                     _ => {
-                        return Err(JsonTextError::Syntax {
-                            at: (i + 1).min(b.len()),
-                        });
+                        return Err(JsonTextError::Syntax { at: (i + 1).min(b.len()) });
                     }
                 },
                 0x00..=0x1F => return Err(JsonTextError::Syntax { at: i }),
@@ -409,20 +401,11 @@ mod tests {
     fn normalizes_valid_bodies() {
         let table: &[(&str, &[&str])] = &[
             // Whitespace outside strings goes, inside strings it stays.
-            (
-                " \t\r\n{ \"a b\" : \" x \" ,\n\t\"c\" :\r[ 1 , 2 ] } \n",
-                &[r#"{"a b":" x ","c":[1,2]}"#],
-            ),
+            (" \t\r\n{ \"a b\" : \" x \" ,\n\t\"c\" :\r[ 1 , 2 ] } \n", &[r#"{"a b":" x ","c":[1,2]}"#]),
             ("{\"k\":\"  \"}", &[r#"{"k":"  "}"#]),
-            (
-                "[ \" [ , ] \" , \"{ : }\" ]",
-                &[r#"" [ , ] ""#, r#""{ : }""#],
-            ),
+            ("[ \" [ , ] \" , \"{ : }\" ]", &[r#"" [ , ] ""#, r#""{ : }""#]),
             // Escapes are kept byte for byte.
-            (
-                r#""a\u00e9\n\"\/\\\b\f\r\t\u00E9""#,
-                &[r#""a\u00e9\n\"\/\\\b\f\r\t\u00E9""#],
-            ),
+            (r#""a\u00e9\n\"\/\\\b\f\r\t\u00E9""#, &[r#""a\u00e9\n\"\/\\\b\f\r\t\u00E9""#]),
             (r#"{"\u0061":1}"#, &[r#"{"\u0061":1}"#]),
             // Lone and paired surrogate escapes are valid.
             (r#""\ud800""#, &[r#""\ud800""#]),
@@ -431,25 +414,14 @@ mod tests {
             ("\"é€😀\u{7f}\"", &["\"é€😀\u{7f}\""]),
             // Member order and duplicate members are kept.
             (r#"{"b":1, "a":2, "b":3}"#, &[r#"{"b":1,"a":2,"b":3}"#]),
-            (
-                r#"{"a":{"z":0,"a":0},"a":[]}"#,
-                &[r#"{"a":{"z":0,"a":0},"a":[]}"#],
-            ),
+            (r#"{"a":{"z":0,"a":0},"a":[]}"#, &[r#"{"a":{"z":0,"a":0},"a":[]}"#]),
             // Number spelling is kept.
             ("1.50e3", &["1.50e3"]),
             ("1e400", &["1e400"]),
             ("-0", &["-0"]),
             (
                 "[-0.0, 0, 10, 1E+2, 1e-2, 2.5E-07, 123456789012345678901234567890]",
-                &[
-                    "-0.0",
-                    "0",
-                    "10",
-                    "1E+2",
-                    "1e-2",
-                    "2.5E-07",
-                    "123456789012345678901234567890",
-                ],
+                &["-0.0", "0", "10", "1E+2", "1e-2", "2.5E-07", "123456789012345678901234567890"],
             ),
             // Scalars at the top level are one message.
             ("\"x\"", &["\"x\""]),
@@ -463,10 +435,7 @@ mod tests {
             ("{ }", &["{}"]),
             // A top-level array is flattened exactly one level.
             (r#"{"event": "created"}"#, &[r#"{"event":"created"}"#]),
-            (
-                r#"[{"event": "a"}, {"event": "b"}]"#,
-                &[r#"{"event":"a"}"#, r#"{"event":"b"}"#],
-            ),
+            (r#"[{"event": "a"}, {"event": "b"}]"#, &[r#"{"event":"a"}"#, r#"{"event":"b"}"#]),
             ("[[1,2], [3,4]]", &["[1,2]", "[3,4]"]),
             ("[[[1,2,3]]]", &["[[1,2,3]]"]),
             ("[[]]", &["[]"]),
@@ -599,12 +568,7 @@ mod tests {
             (b"[1,] \xc3", InvalidUtf8),
         ];
         for (body, want) in table {
-            assert_eq!(
-                normalize_body(body),
-                Err(*want),
-                "body {:?}",
-                String::from_utf8_lossy(body)
-            );
+            assert_eq!(normalize_body(body), Err(*want), "body {:?}", String::from_utf8_lossy(body));
         }
     }
 
@@ -621,11 +585,7 @@ mod tests {
                 // Escapes are covered elsewhere.
                 Ok(s) if s.contains('\\') => {}
                 Ok(s) if !s.contains(|c: char| c < ' ' || c == '"') => {
-                    assert_eq!(
-                        got.map(|m| m.text),
-                        Ok([&body[..], b"\n"].concat()),
-                        "{seq:x?}"
-                    );
+                    assert_eq!(got.map(|m| m.text), Ok([&body[..], b"\n"].concat()), "{seq:x?}");
                 }
                 Ok(_) => assert!(got.is_err(), "{seq:x?}"),
                 Err(_) => assert_eq!(got, Err(JsonTextError::InvalidUtf8), "{seq:x?}"),
@@ -680,10 +640,7 @@ mod tests {
         // Body depth 128: each message is 127 deep, which is allowed.
         let msg = nested("[", "]", MAX_DEPTH, "");
         let body = format!("[{msg}, {msg}]");
-        assert_eq!(
-            messages(body.as_bytes()),
-            Ok(vec![msg.clone(), msg.clone()])
-        );
+        assert_eq!(messages(body.as_bytes()), Ok(vec![msg.clone(), msg.clone()]));
         // A bare 128-deep array body is the same: one 127-deep message.
         let body = nested("[", "]", MAX_DEPTH + 1, "");
         assert_eq!(messages(body.as_bytes()), Ok(vec![msg]));
@@ -743,18 +700,9 @@ mod tests {
 
     #[test]
     fn error_messages_do_not_echo_input() {
-        assert_eq!(
-            JsonTextError::InvalidUtf8.to_string(),
-            "JSON body is not valid UTF-8"
-        );
-        assert_eq!(
-            JsonTextError::Syntax { at: 7 }.to_string(),
-            "invalid JSON at byte 7"
-        );
-        assert_eq!(
-            JsonTextError::TooDeep.to_string(),
-            "JSON message nests deeper than 127 levels"
-        );
+        assert_eq!(JsonTextError::InvalidUtf8.to_string(), "JSON body is not valid UTF-8");
+        assert_eq!(JsonTextError::Syntax { at: 7 }.to_string(), "invalid JSON at byte 7");
+        assert_eq!(JsonTextError::TooDeep.to_string(), "JSON message nests deeper than 127 levels");
         let e = normalize_body(b"{\"secret\": oops}").unwrap_err();
         assert!(!e.to_string().contains("secret") && !e.to_string().contains("oops"));
     }

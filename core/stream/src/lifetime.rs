@@ -7,9 +7,14 @@ pub enum Lifetime {
     Forever,
     /// Sliding window in seconds, renewed by writes and (at most once per
     /// quarter window) by reads.
-    Ttl { secs: u64 },
+    Ttl {
+        secs: u64,
+    },
     /// Fixed instant, with the header text the client sent so HEAD echoes it.
-    ExpiresAt { at_ms: u64, text: String },
+    ExpiresAt {
+        at_ms: u64,
+        text: String,
+    },
 }
 
 /// Where a stream's lifetime stands.

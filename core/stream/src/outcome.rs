@@ -61,18 +61,31 @@ pub struct AppendOk {
 pub enum Rejection {
     StreamNotFound,
     StreamExistsConflict,
-    StreamClosed { tail: Offset },
+    StreamClosed {
+        tail: Offset,
+    },
     ContentTypeMismatch,
     MissingContentType,
     EmptyAppend,
     EmptyJsonArray,
     InvalidJson(JsonTextError),
-    StreamSeqConflict { last: StreamSeq, tail: Offset },
-    ProducerStaleEpoch { current: u64, closed_by_claim: Option<ClosedEpoch> },
+    StreamSeqConflict {
+        last: StreamSeq,
+        tail: Offset,
+    },
+    ProducerStaleEpoch {
+        current: u64,
+        closed_by_claim: Option<ClosedEpoch>,
+    },
     ProducerEpochNotClaimed,
-    ProducerSeqGap { expected: u64, received: u64 },
+    ProducerSeqGap {
+        expected: u64,
+        received: u64,
+    },
     /// A read beyond the tail.
-    OffsetBeyondTail { tail: Offset },
+    OffsetBeyondTail {
+        tail: Offset,
+    },
 }
 
 /// The stable error code of each refusal (extensions §11).
@@ -87,9 +100,7 @@ impl Rejection {
             Rejection::EmptyAppend | Rejection::EmptyJsonArray => "EMPTY_APPEND",
             Rejection::InvalidJson(_) => "INVALID_REQUEST",
             Rejection::StreamSeqConflict { .. } => "STREAM_SEQ_CONFLICT",
-            Rejection::ProducerStaleEpoch { closed_by_claim: Some(_), .. } => {
-                "PRODUCER_EPOCH_CLOSED"
-            }
+            Rejection::ProducerStaleEpoch { closed_by_claim: Some(_), .. } => "PRODUCER_EPOCH_CLOSED",
             Rejection::ProducerStaleEpoch { .. } => "PRODUCER_EPOCH_STALE",
             Rejection::ProducerEpochNotClaimed => "INVALID_PRODUCER",
             Rejection::ProducerSeqGap { .. } => "PRODUCER_SEQ_CONFLICT",

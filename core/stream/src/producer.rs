@@ -99,19 +99,11 @@ pub fn record(
     now_ms: u64,
 ) -> ProducerState {
     let closed_epoch = match previous {
-        Some(prev) if prev.epoch < write.epoch => {
-            Some(ClosedEpoch { epoch: prev.epoch, seq: prev.last_seq })
-        }
+        Some(prev) if prev.epoch < write.epoch => Some(ClosedEpoch { epoch: prev.epoch, seq: prev.last_seq }),
         Some(prev) => prev.closed_epoch,
         None => None,
     };
-    ProducerState {
-        epoch: write.epoch,
-        last_seq: write.seq,
-        newest: receipt,
-        closed_epoch,
-        last_seen_ms: now_ms,
-    }
+    ProducerState { epoch: write.epoch, last_seq: write.seq, newest: receipt, closed_epoch, last_seen_ms: now_ms }
 }
 
 #[cfg(test)]
@@ -165,14 +157,8 @@ mod tests {
         assert_eq!(next.closed_epoch, Some(ClosedEpoch { epoch: 1, seq: 9 }));
         assert_eq!(
             decide(Some(&next), &w(1, 3)),
-            ProducerDecision::StaleEpoch {
-                current: 2,
-                closed_by_claim: Some(ClosedEpoch { epoch: 1, seq: 9 })
-            }
+            ProducerDecision::StaleEpoch { current: 2, closed_by_claim: Some(ClosedEpoch { epoch: 1, seq: 9 }) }
         );
-        assert_eq!(
-            decide(Some(&next), &w(0, 3)),
-            ProducerDecision::StaleEpoch { current: 2, closed_by_claim: None }
-        );
+        assert_eq!(decide(Some(&next), &w(0, 3)), ProducerDecision::StaleEpoch { current: 2, closed_by_claim: None });
     }
 }

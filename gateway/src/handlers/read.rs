@@ -148,17 +148,21 @@ pub fn json_array(chunks: &[Bytes]) -> Bytes {
     out.freeze()
 }
 
-fn data_answer<B>(shared: &Shared<B>, view: &ReadView, request: &HeaderMap, at_now: bool, cursor: Option<u64>) -> Answer {
+fn data_answer<B>(
+    shared: &Shared<B>,
+    view: &ReadView,
+    request: &HeaderMap,
+    at_now: bool,
+    cursor: Option<u64>,
+) -> Answer {
     let (body, json_type) = representation(shared, view);
     let content_type = if json_type.is_empty() { view.info.content_type.as_str() } else { json_type };
     let gzip_eligible = !json_type.is_empty() && body.len() >= GZIP_MIN_BYTES;
     let tag = etag(view, gzip_eligible);
-    let mut b = render::builder(StatusCode::OK)
-        .header(names::STREAM_NEXT_OFFSET, view.next.to_string())
-        .header(
-            header::CACHE_CONTROL,
-            if at_now { "no-store" } else { "public, max-age=60, stale-while-revalidate=300" },
-        );
+    let mut b = render::builder(StatusCode::OK).header(names::STREAM_NEXT_OFFSET, view.next.to_string()).header(
+        header::CACHE_CONTROL,
+        if at_now { "no-store" } else { "public, max-age=60, stale-while-revalidate=300" },
+    );
     if !at_now {
         b = b.header(header::ETAG, tag.as_str());
     }
@@ -177,10 +181,10 @@ fn data_answer<B>(shared: &Shared<B>, view: &ReadView, request: &HeaderMap, at_n
     b = b.header(header::CONTENT_TYPE, content_type);
     if gzip_eligible {
         b = b.header(header::VARY, "accept-encoding");
-        if headers::accepts_gzip(request) {
-            if let Some(zipped) = gzip(&body) {
-                return render::finish(b.header(header::CONTENT_ENCODING, "gzip"), render::full(zipped));
-            }
+        if headers::accepts_gzip(request)
+            && let Some(zipped) = gzip(&body)
+        {
+            return render::finish(b.header(header::CONTENT_ENCODING, "gzip"), render::full(zipped));
         }
     }
     render::finish(b, render::full(body))
@@ -191,4 +195,3 @@ fn gzip(body: &[u8]) -> Option<Bytes> {
     encoder.write_all(body).ok()?;
     encoder.finish().ok().map(Bytes::from)
 }
-

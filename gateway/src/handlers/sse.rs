@@ -50,7 +50,12 @@ struct Live<B> {
     done: bool,
 }
 
-pub async fn open<B: Backend>(shared: Arc<Shared<B>>, key: StreamKey, from: ReadFrom, params: ReadParams) -> Result<Answer, ApiError> {
+pub async fn open<B: Backend>(
+    shared: Arc<Shared<B>>,
+    key: StreamKey,
+    from: ReadFrom,
+    params: ReadParams,
+) -> Result<Answer, ApiError> {
     // The first read decides the status: a missing stream is a plain 404.
     let view = shared.backend.read(key.clone(), sse_query(&shared, from, params.max_bytes)).await?;
     let ct = view.info.content_type.clone();
@@ -61,7 +66,8 @@ pub async fn open<B: Backend>(shared: Arc<Shared<B>>, key: StreamKey, from: Read
     } else {
         Encoding::Text
     };
-    let data_type = if ct.is_json() && encoding == Encoding::Text { "application/x-ndjson".to_string() } else { ct.to_string() };
+    let data_type =
+        if ct.is_json() && encoding == Encoding::Text { "application/x-ndjson".to_string() } else { ct.to_string() };
     let mut b = render::builder(StatusCode::OK)
         .header(header::CONTENT_TYPE, "text/event-stream")
         .header(header::CACHE_CONTROL, "no-cache")
@@ -109,7 +115,12 @@ impl<B: Backend> Live<B> {
                     self.done = true;
                     return Some(error_event(&ApiError::from(e)));
                 }
-                match self.shared.backend.read(self.key.clone(), sse_query(&self.shared, ReadFrom::At(self.next), self.max_bytes)).await {
+                match self
+                    .shared
+                    .backend
+                    .read(self.key.clone(), sse_query(&self.shared, ReadFrom::At(self.next), self.max_bytes))
+                    .await
+                {
                     Err(e) => {
                         self.done = true;
                         return Some(error_event(&ApiError::from(e)));
@@ -141,7 +152,9 @@ impl<B: Backend> Live<B> {
         match self.encoding {
             Encoding::Base64 => {
                 out.extend_from_slice(b"data:");
-                out.extend_from_slice(base64::engine::general_purpose::STANDARD.encode(concat(&view.chunks)).as_bytes());
+                out.extend_from_slice(
+                    base64::engine::general_purpose::STANDARD.encode(concat(&view.chunks)).as_bytes(),
+                );
                 out.extend_from_slice(b"\n");
             }
             Encoding::JsonArray => {

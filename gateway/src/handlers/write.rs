@@ -3,7 +3,9 @@
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Request, StatusCode};
-use ursula_stream::{AppendKind, AppendOk, AppendStream, Body, ContentType, CreateStream, Lifetime, StreamInfo, StreamKey};
+use ursula_stream::{
+    AppendKind, AppendOk, AppendStream, Body, ContentType, CreateStream, Lifetime, StreamInfo, StreamKey,
+};
 
 use super::{Shared, read_body};
 use crate::backend::Backend;
@@ -20,7 +22,9 @@ where
     let h = req.headers();
     let content_type = headers::content_type(h)?.unwrap_or_else(ContentType::octet_stream);
     if headers::producer(h)?.is_some() {
-        return Err(ApiError::InvalidProducer("a create must not carry producer headers; create, then claim an epoch with an append".into()));
+        return Err(ApiError::InvalidProducer(
+            "a create must not carry producer headers; create, then claim an epoch with an append".into(),
+        ));
     }
     let lifetime = headers::lifetime(h)?;
     let closed = headers::stream_closed(h);
@@ -28,10 +32,7 @@ where
     let location = absolute_url(h, req.uri());
     let raw = read_body(req).await?;
     let body = Body::prepare(Some(&content_type), raw);
-    let ok = shared
-        .backend
-        .create(CreateStream { key, content_type, lifetime, closed, stream_seq, body })
-        .await?;
+    let ok = shared.backend.create(CreateStream { key, content_type, lifetime, closed, stream_seq, body }).await?;
     let status = if ok.created { StatusCode::CREATED } else { StatusCode::OK };
     let mut b = stream_headers(render::builder(status), &ok.info);
     if ok.created {
@@ -55,10 +56,7 @@ where
     let raw = read_body(req).await?;
     let body = Body::prepare(content_type.as_ref(), raw);
     let has_body = !body.is_empty();
-    let ok = shared
-        .backend
-        .append(AppendStream { key, content_type, body, close, stream_seq, producer })
-        .await?;
+    let ok = shared.backend.append(AppendStream { key, content_type, body, close, stream_seq, producer }).await?;
     Ok(append_answer(&ok, has_body))
 }
 

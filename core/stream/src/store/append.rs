@@ -58,15 +58,10 @@ impl StreamStore {
 
         let bytes = check_content(stream, &cmd)?;
 
-        if let Some(seq) = &cmd.stream_seq {
-            if let Some(last) = &stream.stream_seq {
-                if seq <= last {
-                    return Err(Rejection::StreamSeqConflict {
-                        last: last.clone(),
-                        tail: stream.data.tail(),
-                    });
-                }
-            }
+        if let (Some(seq), Some(last)) = (&cmd.stream_seq, &stream.stream_seq)
+            && seq <= last
+        {
+            return Err(Rejection::StreamSeqConflict { last: last.clone(), tail: stream.data.tail() });
         }
 
         // Everything is checked: apply.

@@ -75,10 +75,10 @@ impl StreamStore {
             Command::Append(cmd) => Outcome::Append(self.append(cmd, ctx)),
             Command::Delete(cmd) => Outcome::Delete(self.delete(&cmd.key, ctx)),
             Command::Renew(cmd) => {
-                if let Some(stream) = self.live_mut(&cmd.key, ctx.now_ms) {
-                    if stream.incarnation == cmd.incarnation {
-                        stream.clock.renew(ctx.now_ms);
-                    }
+                if let Some(stream) = self.live_mut(&cmd.key, ctx.now_ms)
+                    && stream.incarnation == cmd.incarnation
+                {
+                    stream.clock.renew(ctx.now_ms);
                 }
                 Outcome::Renew
             }

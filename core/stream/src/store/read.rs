@@ -29,11 +29,8 @@ impl StreamStore {
             }
             ReadFrom::At(offset) => offset,
         };
-        let boundary = if stream.content_type.is_json() && query.whole_json_messages {
-            Boundary::Message
-        } else {
-            query.boundary
-        };
+        let boundary =
+            if stream.content_type.is_json() && query.whole_json_messages { Boundary::Message } else { query.boundary };
         let end = stream.data.read_end(start.bytes(), query.max_bytes, boundary);
         let next = Offset(end);
         Ok(ReadView {

@@ -34,7 +34,14 @@ impl Harness {
         self.store.apply(command, ApplyCtx { now_ms: self.now_ms, log_index: self.index })
     }
 
-    fn create_with(&mut self, name: &str, content_type: &str, body: &str, lifetime: Lifetime, closed: bool) -> Result<CreateOk, Rejection> {
+    fn create_with(
+        &mut self,
+        name: &str,
+        content_type: &str,
+        body: &str,
+        lifetime: Lifetime,
+        closed: bool,
+    ) -> Result<CreateOk, Rejection> {
         let content_type = ct(content_type);
         let body = Body::prepare(Some(&content_type), Bytes::copy_from_slice(body.as_bytes()));
         match self.apply(Command::Create(CreateStream {
@@ -76,7 +83,16 @@ impl Harness {
     fn read_all(&self, name: &str) -> String {
         let view = self
             .store
-            .read(&key(name), ReadQuery { from: ReadFrom::Start, max_bytes: u64::MAX, boundary: Boundary::Byte, whole_json_messages: false }, self.now_ms)
+            .read(
+                &key(name),
+                ReadQuery {
+                    from: ReadFrom::Start,
+                    max_bytes: u64::MAX,
+                    boundary: Boundary::Byte,
+                    whole_json_messages: false,
+                },
+                self.now_ms,
+            )
             .expect("readable");
         view.chunks.iter().map(|c| String::from_utf8_lossy(c).into_owned()).collect()
     }
@@ -116,8 +132,14 @@ fn create_of_json_stream_flattens_and_accepts_an_empty_array() {
     let ok = h.create_with("j", "application/json", "[{\"a\": 1}, [2, 3]]", Lifetime::Forever, false).expect("created");
     assert_eq!(ok.info.tail, Offset(14));
     assert_eq!(h.read_all("j"), "{\"a\":1}\n[2,3]\n");
-    assert_eq!(h.create_with("k", "application/json", "[]", Lifetime::Forever, false).map(|c| c.info.tail), Ok(Offset(0)));
-    assert!(matches!(h.create_with("m", "application/json", "{", Lifetime::Forever, false), Err(Rejection::InvalidJson(_))));
+    assert_eq!(
+        h.create_with("k", "application/json", "[]", Lifetime::Forever, false).map(|c| c.info.tail),
+        Ok(Offset(0))
+    );
+    assert!(matches!(
+        h.create_with("m", "application/json", "{", Lifetime::Forever, false),
+        Err(Rejection::InvalidJson(_))
+    ));
     assert!(h.store.live(&key("m"), h.now_ms).is_none(), "a refused create creates nothing");
 }
 
@@ -155,7 +177,10 @@ fn json_append_rejects_empty_arrays_and_invalid_json_atomically() {
     let mut h = Harness::new();
     h.create("j", "application/json").expect("created");
     assert_eq!(h.append(Harness::append_cmd("j", Some("application/json"), "[]")), Err(Rejection::EmptyJsonArray));
-    assert!(matches!(h.append(Harness::append_cmd("j", Some("application/json"), "[1, 2,]")), Err(Rejection::InvalidJson(_))));
+    assert!(matches!(
+        h.append(Harness::append_cmd("j", Some("application/json"), "[1, 2,]")),
+        Err(Rejection::InvalidJson(_))
+    ));
     h.append(Harness::append_cmd("j", Some("application/json"), "[1, {\"b\" : true}]")).expect("ok");
     assert_eq!(h.read_all("j"), "1\n{\"b\":true}\n");
 }
@@ -290,7 +315,10 @@ fn delete_then_recreate_is_a_new_incarnation() {
     let mut h = Harness::new();
     let first = h.create("d", "text/plain").expect("created").info.incarnation;
     assert_eq!(h.apply(Command::Delete(DeleteStream { key: key("d") })), Outcome::Delete(Ok(())));
-    assert_eq!(h.apply(Command::Delete(DeleteStream { key: key("d") })), Outcome::Delete(Err(Rejection::StreamNotFound)));
+    assert_eq!(
+        h.apply(Command::Delete(DeleteStream { key: key("d") })),
+        Outcome::Delete(Err(Rejection::StreamNotFound))
+    );
     let second = h.create("d", "text/plain").expect("recreated").info.incarnation;
     assert_ne!(first, second);
 }
@@ -301,7 +329,13 @@ fn delete_then_recreate_is_a_new_incarnation() {
 fn reads_start_at_sentinels_and_refuse_offsets_beyond_the_tail() {
     let mut h = Harness::new();
     h.create_with("r", "text/plain", "abcdef", Lifetime::Forever, false).expect("created");
-    let read = |from, max| h.store.read(&key("r"), ReadQuery { from, max_bytes: max, boundary: Boundary::Byte, whole_json_messages: false }, h.now_ms);
+    let read = |from, max| {
+        h.store.read(
+            &key("r"),
+            ReadQuery { from, max_bytes: max, boundary: Boundary::Byte, whole_json_messages: false },
+            h.now_ms,
+        )
+    };
     let all = read(ReadFrom::Start, 100).expect("all");
     assert!(all.up_to_date && all.next == Offset(6));
     let part = read(ReadFrom::At(Offset(2)), 3).expect("part");
