@@ -71,4 +71,8 @@ for (const file of files) {
   total += exact
 }
 
+if (total === 0) {
+  console.error(`rewrite: no ${ORIGINAL} in the saved originals; reinstall: rm -rf node_modules && npm ci`)
+  process.exit(3)
+}
 console.log(`rewrite: ${total} occurrences of ${ORIGINAL} -> ${prefix} in ${files.length} files under dist/`)

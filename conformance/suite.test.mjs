@@ -53,16 +53,11 @@ const exclusions =
         process.env.CONFORMANCE_EXCLUSIONS ?? join(here, `exclusions-ndjson.txt`)
       )
     : new Map()
-const matched = new Set()
 
 /** Describe path + title of a test, e.g. ["Stream Closure", "Edge Cases", "title"]. */
 function titlePath(task) {
   const names = []
-  for (let t = task; t && t.type !== undefined && t.suite !== undefined; t = t.suite) {
-    names.unshift(t.name)
-  }
-  // Top-level tasks have `suite` pointing at the file suite; include their own name.
-  if (names.length === 0) names.push(task.name)
+  for (let t = task; t && t !== task.file; t = t.suite) names.unshift(t.name)
   return names
 }
 
@@ -74,18 +69,25 @@ beforeEach((ctx) => {
   }
   const fullName = path.join(` > `)
   if (exclusions.has(fullName)) {
-    matched.add(fullName)
     ctx.skip(`ndjson mode: ${exclusions.get(fullName)}`)
   }
 })
 
-afterAll(() => {
-  // Exclusion by name must be exact: a name that matches no test is a typo or
-  // a renamed test, and silently running it (or nothing) would hide that.
-  const unmatched = [...exclusions.keys()].filter((n) => !matched.has(n))
-  if (unmatched.length > 0) {
+afterAll(({}, file) => {
+  // Exclusion by name must be exact: every listed name must be the full name
+  // of a collected test (a typo or a renamed test would otherwise silently
+  // run, or silently exclude nothing). Checked against the collected tree,
+  // so it also holds when a -t filter keeps some tests from running.
+  const collected = new Set()
+  const walk = (task) => {
+    if (task.type === `test`) collected.add(titlePath(task).join(` > `))
+    for (const child of task.tasks ?? []) walk(child)
+  }
+  walk(file)
+  const unknown = [...exclusions.keys()].filter((n) => !collected.has(n))
+  if (unknown.length > 0) {
     throw new Error(
-      `exclusions-ndjson.txt names that matched no test:\n  ${unmatched.join(`\n  `)}`
+      `exclusions-ndjson.txt names that match no test exactly:\n  ${unknown.join(`\n  `)}`
     )
   }
 })

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs every test of the project, as .ci/run does: formatting, lints, the
+# unit, property and integration tests of the workspace, then the official
+# Durable Streams conformance suite against the real server, once per JSON
+# read mode (array: every non-fork test; ndjson: the spec's form, with the
+# array-only tests excluded by name in conformance/exclusions-ndjson.txt).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==== %s ====\n' "$*"; }
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "cargo test"
+cargo test --workspace --locked
+
+step "conformance suite"
+cargo build --bin ursula --locked
+bin="${CARGO_TARGET_DIR:-target}/debug/ursula"
+for mode in array ndjson; do
+  log="$(mktemp)"
+  "$bin" server --listen 127.0.0.1:0 --json-reads "$mode" >"$log" 2>&1 &
+  pid=$!
+  url=""
+  for _ in $(seq 1 100); do
+    url="$(sed -n 's/^ursula listening on //p' "$log")"
+    [ -n "$url" ] && break
+    kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; exit 1; }
+    sleep 0.1
+  done
+  [ -n "$url" ] || { echo "ursula did not start" >&2; cat "$log" >&2; exit 1; }
+  rc=0
+  conformance/run.sh "$url" --mode "$mode" || rc=$?
+  kill "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  rm -f "$log"
+  [ "$rc" = 0 ] || { echo "conformance ($mode) failed" >&2; exit "$rc"; }
+done
+
+step "all tests passed"
