@@ -21,6 +21,8 @@ pub struct FileConfig {
 #[serde(deny_unknown_fields)]
 pub struct ServerSection {
     pub listen: Option<String>,
+    /// Names the deployment in `Ursula-Cluster-Id`.
+    pub cluster_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -36,6 +38,7 @@ pub struct NodeConfig {
     pub listen: SocketAddr,
     pub json_reads: JsonReads,
     pub group_count: u32,
+    pub cluster_id: String,
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:4437";
@@ -100,7 +103,23 @@ pub fn resolve(file: FileConfig, cli: &CliOverrides) -> Result<NodeConfig, Confi
             expected: "ndjson or array",
         })?,
     };
-    Ok(NodeConfig { listen, json_reads, group_count: DEFAULT_GROUP_COUNT })
+    let cluster_id = match file.server.cluster_id {
+        Some(id) if valid_cluster_id(&id) => id,
+        Some(id) => {
+            return Err(ConfigError::Value {
+                key: "server.cluster_id",
+                value: id,
+                expected: "1 to 64 of A-Z a-z 0-9 . _ -",
+            });
+        }
+        // A single node without one generates `u` + 32 hex digits (extensions §10).
+        None => format!("u{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..)),
+    };
+    Ok(NodeConfig { listen, json_reads, group_count: DEFAULT_GROUP_COUNT, cluster_id })
+}
+
+fn valid_cluster_id(id: &str) -> bool {
+    (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
 }
 
 #[cfg(test)]

@@ -15,6 +15,8 @@ pub enum ApiError {
     /// A malformed header; the message names only the header.
     InvalidHeader(String),
     InvalidQuery(String),
+    /// A removed form of a request, with the form that replaced it.
+    Unsupported(String),
     InvalidOffset,
     InvalidProducer(String),
     InvalidId(IdError),
@@ -70,6 +72,7 @@ impl ApiError {
         match self {
             ApiError::InvalidHeader(m) => ErrorAnswer::new(S::BAD_REQUEST, "INVALID_HEADER", m.clone()),
             ApiError::InvalidQuery(m) => ErrorAnswer::new(S::BAD_REQUEST, "INVALID_QUERY", m.clone()),
+            ApiError::Unsupported(m) => ErrorAnswer::new(S::BAD_REQUEST, "UNSUPPORTED", m.clone()),
             ApiError::InvalidOffset => ErrorAnswer::new(
                 S::BAD_REQUEST,
                 "INVALID_OFFSET",
@@ -145,6 +148,14 @@ fn rejection_answer(r: &Rejection) -> ErrorAnswer {
             ErrorAnswer::new(S::CONFLICT, code, "producer-seq is out of order")
                 .header(names::PRODUCER_EXPECTED_SEQ, expected)
                 .header(names::PRODUCER_RECEIVED_SEQ, received)
+        }
+        Rejection::ProducerKeyConflict { current } => {
+            ErrorAnswer::new(S::FORBIDDEN, code, "the producer key holds a write with another identity")
+                .header(names::PRODUCER_EPOCH, current)
+                .header(names::PRODUCER_OUTCOME, "key-conflict")
+        }
+        Rejection::ProducerDigestMismatch => {
+            ErrorAnswer::new(S::BAD_REQUEST, code, "producer-digest does not match the body")
         }
         Rejection::OffsetBeyondTail { tail } => {
             ErrorAnswer::new(S::RANGE_NOT_SATISFIABLE, code, "offset is beyond the stream's tail")

@@ -28,6 +28,9 @@ pub mod names {
     pub const PRODUCER_OUTCOME: &str = "producer-outcome";
     pub const PRODUCER_CLOSED_EPOCH: &str = "producer-closed-epoch";
     pub const PRODUCER_CLOSED_SEQ: &str = "producer-closed-seq";
+    pub const PRODUCER_DIGEST: &str = "producer-digest";
+    pub const URSULA_PROTOCOL: &str = "ursula-protocol";
+    pub const URSULA_CLUSTER_ID: &str = "ursula-cluster-id";
     pub const URSULA_MAX_REQUEST_BYTES: &str = "ursula-max-request-bytes";
 }
 
@@ -127,7 +130,35 @@ pub fn producer(headers: &HeaderMap) -> Result<Option<ProducerHeaders>, ApiError
         id: id.to_string(),
         epoch: number("producer-epoch", epoch)?,
         seq: number("producer-seq", seq)?,
+        digest: None,
     }))
+}
+
+/// `Producer-Digest`: the BLAKE3-256 of the body as 64 lowercase hex digits.
+pub fn producer_digest(headers: &HeaderMap) -> Result<Option<[u8; 32]>, ApiError> {
+    let Some(raw) = text(headers, names::PRODUCER_DIGEST)? else { return Ok(None) };
+    let malformed = || ApiError::InvalidHeader("producer-digest must be 64 lowercase hexadecimal digits".into());
+    if raw.len() != 64 || !raw.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        return Err(malformed());
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in raw.as_bytes().chunks(2).enumerate() {
+        let hex = std::str::from_utf8(pair).map_err(|_| malformed())?;
+        let byte = u8::from_str_radix(hex, 16).map_err(|_| malformed())?;
+        if let Some(slot) = out.get_mut(i) {
+            *slot = byte;
+        }
+    }
+    Ok(Some(out))
+}
+
+/// Refuses headers that 0.6.0 removed, so a client relying on them learns
+/// at once (spec/43 "JSON record coordinates").
+pub fn refuse_removed_append_headers(headers: &HeaderMap) -> Result<(), ApiError> {
+    if headers.contains_key("stream-record-match") {
+        return Err(ApiError::InvalidHeader("stream-record-match was removed in 0.6.0; use stream-seq".into()));
+    }
+    Ok(())
 }
 
 /// Whether the client accepts a gzip response.
@@ -180,7 +211,7 @@ mod tests {
     fn producer_headers_go_together_and_are_bounded() {
         assert_eq!(producer(&map(&[])), Ok(None));
         let full = map(&[("producer-id", "p"), ("producer-epoch", "1"), ("producer-seq", "2")]);
-        assert_eq!(producer(&full), Ok(Some(ProducerHeaders { id: "p".into(), epoch: 1, seq: 2 })));
+        assert_eq!(producer(&full), Ok(Some(ProducerHeaders { id: "p".into(), epoch: 1, seq: 2, digest: None })));
         for bad in [
             map(&[("producer-id", "p")]),
             map(&[("producer-id", ""), ("producer-epoch", "1"), ("producer-seq", "2")]),

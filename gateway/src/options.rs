@@ -25,4 +25,6 @@ impl JsonReads {
 #[derive(Debug, Clone, Default)]
 pub struct HttpOptions {
     pub json_reads: JsonReads,
+    /// `Ursula-Cluster-Id`: names the deployment (extensions §10).
+    pub cluster_id: String,
 }

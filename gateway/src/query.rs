@@ -59,6 +59,14 @@ impl ReadParams {
                         max_bytes = n.clamp(1, MAX_RESPONSE_BYTES);
                     }
                 }
+                "record" | "tail_records" | "max_records" | "record_view" => {
+                    return Err(ApiError::InvalidQuery(format!("{name} was removed in 0.6.0; resume from offsets")));
+                }
+                "incarnation" | "aligned" => {
+                    return Err(ApiError::Unsupported(format!(
+                        "{name} is not a query parameter; immutable reads carry it in the path: {{stream}}/incarnation/{{token}}/chunk/{{offset}}"
+                    )));
+                }
                 "consistency" => match value.as_str() {
                     "local" => consistency_leader = false,
                     "leader" => consistency_leader = true,

@@ -10,6 +10,7 @@ use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty, Full};
 
 use crate::error::ApiError;
+use crate::headers::names;
 
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 pub type Answer = Response<Body>;
@@ -59,6 +60,16 @@ pub fn add_common_headers(response: &mut Answer) {
     h.insert("cross-origin-resource-policy", HeaderValue::from_static("cross-origin"));
     h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
     h.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static("*"));
+}
+
+/// `Ursula-Protocol` and `Ursula-Cluster-Id`, on every answer to a `HEAD`,
+/// a `404`, a redirect and a `503` (extensions §10).
+pub fn add_server_identity(response: &mut Answer, cluster_id: &str) {
+    let h = response.headers_mut();
+    h.insert(names::URSULA_PROTOCOL, HeaderValue::from_static("2"));
+    if let Ok(v) = HeaderValue::from_str(cluster_id) {
+        h.insert(names::URSULA_CLUSTER_ID, v);
+    }
 }
 
 /// The answer to a CORS preflight, the same for every path.

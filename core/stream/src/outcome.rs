@@ -82,6 +82,10 @@ pub enum Rejection {
         expected: u64,
         received: u64,
     },
+    ProducerKeyConflict {
+        current: u64,
+    },
+    ProducerDigestMismatch,
     /// A read beyond the tail.
     OffsetBeyondTail {
         tail: Offset,
@@ -104,6 +108,8 @@ impl Rejection {
             Rejection::ProducerStaleEpoch { .. } => "PRODUCER_EPOCH_STALE",
             Rejection::ProducerEpochNotClaimed => "INVALID_PRODUCER",
             Rejection::ProducerSeqGap { .. } => "PRODUCER_SEQ_CONFLICT",
+            Rejection::ProducerKeyConflict { .. } => "PRODUCER_KEY_CONFLICT",
+            Rejection::ProducerDigestMismatch => "PRODUCER_DIGEST_MISMATCH",
             Rejection::OffsetBeyondTail { .. } => "OFFSET_OUT_OF_RANGE",
         }
     }

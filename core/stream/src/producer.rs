@@ -15,6 +15,23 @@ pub struct ProducerHeaders {
     pub id: String,
     pub epoch: u64,
     pub seq: u64,
+    /// `Producer-Digest`: part of the write's identity (extensions §5.2).
+    pub digest: Option<WriteDigest>,
+}
+
+/// A write's `Producer-Digest` and whether the body matched it. The
+/// proposer hashes the body once; the state machine decides when a
+/// mismatch matters (only for a write that would apply).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteDigest {
+    pub claimed: [u8; 32],
+    pub matches_body: bool,
+}
+
+impl ProducerHeaders {
+    fn identity(&self) -> Option<[u8; 32]> {
+        self.digest.map(|d| d.claimed)
+    }
 }
 
 /// Where one applied write's bytes landed.
@@ -42,6 +59,10 @@ pub struct ProducerState {
     /// Set by the claim of the current epoch when it replaced an earlier one.
     pub closed_epoch: Option<ClosedEpoch>,
     pub last_seen_ms: u64,
+    /// Identity (`Producer-Digest`) of the newest write.
+    pub newest_identity: Option<[u8; 32]>,
+    /// Identity of the claim (seq 0) of the current epoch, held for the epoch's lifetime.
+    pub claim_identity: Option<[u8; 32]>,
 }
 
 /// How the producer rules decide a write, before anything else is checked.
@@ -57,15 +78,18 @@ pub enum ProducerDecision {
     EpochNotClaimed,
     /// A seq that skips ahead.
     SeqGap { expected: u64, received: u64 },
+    /// The key applied with another identity.
+    KeyConflict { current: u64 },
 }
 
 /// Decides a write against the producer's state (`None`: never seen).
 pub fn decide(state: Option<&ProducerState>, write: &ProducerHeaders) -> ProducerDecision {
     let Some(state) = state else {
+        // No state: a claim opens the producer; anything else is a gap from 0.
         return if write.seq == 0 {
             ProducerDecision::Proceed { claim: true }
         } else {
-            ProducerDecision::EpochNotClaimed
+            ProducerDecision::SeqGap { expected: 0, received: write.seq }
         };
     };
     if write.epoch < state.epoch {
@@ -80,6 +104,16 @@ pub fn decide(state: Option<&ProducerState>, write: &ProducerHeaders) -> Produce
         };
     }
     if write.seq <= state.last_seq {
+        let held = if write.seq == state.last_seq {
+            Some(state.newest_identity)
+        } else if write.seq == 0 {
+            Some(state.claim_identity)
+        } else {
+            None
+        };
+        if held.is_some_and(|identity| identity != write.identity()) {
+            return ProducerDecision::KeyConflict { current: state.epoch };
+        }
         let receipt = (write.seq == state.last_seq).then_some(state.newest);
         return ProducerDecision::Duplicate { receipt };
     }
@@ -103,7 +137,19 @@ pub fn record(
         Some(prev) => prev.closed_epoch,
         None => None,
     };
-    ProducerState { epoch: write.epoch, last_seq: write.seq, newest: receipt, closed_epoch, last_seen_ms: now_ms }
+    let claim_identity = match previous {
+        Some(prev) if prev.epoch == write.epoch => prev.claim_identity,
+        _ => write.identity(),
+    };
+    ProducerState {
+        epoch: write.epoch,
+        last_seq: write.seq,
+        newest: receipt,
+        closed_epoch,
+        last_seen_ms: now_ms,
+        newest_identity: write.identity(),
+        claim_identity,
+    }
 }
 
 #[cfg(test)]
@@ -111,7 +157,12 @@ mod tests {
     use super::*;
 
     fn w(epoch: u64, seq: u64) -> ProducerHeaders {
-        ProducerHeaders { id: "p".into(), epoch, seq }
+        ProducerHeaders { id: "p".into(), epoch, seq, digest: None }
+    }
+
+    fn with_digest(mut write: ProducerHeaders, byte: u8) -> ProducerHeaders {
+        write.digest = Some(WriteDigest { claimed: [byte; 32], matches_body: true });
+        write
     }
 
     fn state(epoch: u64, last_seq: u64) -> ProducerState {
@@ -121,6 +172,8 @@ mod tests {
             newest: Receipt { start: Offset(10), next: Offset(20), closed: false },
             closed_epoch: None,
             last_seen_ms: 0,
+            newest_identity: None,
+            claim_identity: None,
         }
     }
 
@@ -146,7 +199,25 @@ mod tests {
     #[test]
     fn unknown_producer_must_start_at_seq_zero() {
         assert_eq!(decide(None, &w(7, 0)), ProducerDecision::Proceed { claim: true });
-        assert_eq!(decide(None, &w(0, 3)), ProducerDecision::EpochNotClaimed);
+        assert_eq!(decide(None, &w(0, 3)), ProducerDecision::SeqGap { expected: 0, received: 3 });
+    }
+
+    #[test]
+    fn the_digest_is_part_of_the_identity_of_the_newest_write_and_the_claim() {
+        let receipt = Receipt { start: Offset(0), next: Offset(1), closed: false };
+        let claim = record(None, &with_digest(w(0, 0), 1), receipt, 0);
+        assert_eq!(
+            decide(Some(&claim), &with_digest(w(0, 0), 1)),
+            ProducerDecision::Duplicate { receipt: Some(receipt) }
+        );
+        assert_eq!(decide(Some(&claim), &with_digest(w(0, 0), 2)), ProducerDecision::KeyConflict { current: 0 });
+        assert_eq!(decide(Some(&claim), &w(0, 0)), ProducerDecision::KeyConflict { current: 0 });
+        let second = record(Some(&claim), &w(0, 1), receipt, 0);
+        // The claim's identity is held for the epoch; older writes are not.
+        assert_eq!(decide(Some(&second), &w(0, 0)), ProducerDecision::KeyConflict { current: 0 });
+        let third = record(Some(&second), &w(0, 2), receipt, 0);
+        assert_eq!(decide(Some(&third), &with_digest(w(0, 1), 9)), ProducerDecision::Duplicate { receipt: None });
+        assert_eq!(decide(Some(&third), &with_digest(w(0, 2), 9)), ProducerDecision::KeyConflict { current: 0 });
     }
 
     #[test]

@@ -88,7 +88,7 @@ proptest! {
                         body: Body::Bytes(Bytes::from(data.clone())),
                         close: false,
                         stream_seq: None,
-                        producer: Some(ProducerHeaders { id: "p".into(), epoch: 0, seq }),
+                        producer: Some(ProducerHeaders { id: "p".into(), epoch: 0, seq, digest: None }),
                     };
                     let before = model[&stream].len();
                     let Outcome::Append(Ok(ok)) = store.apply(Command::Append(cmd), ctx()) else { return Err(TestCaseError::fail("producer write refused")) };

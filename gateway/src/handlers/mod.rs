@@ -40,12 +40,17 @@ where
     T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let head = req.method() == Method::HEAD;
+    let options = shared.clone();
     let mut answer = if req.method() == Method::OPTIONS {
         render::preflight()
     } else {
         dispatch(shared, req).await.unwrap_or_else(|e| render::error(&e, head))
     };
     render::add_common_headers(&mut answer);
+    let status = answer.status();
+    if head || status == StatusCode::NOT_FOUND || status == StatusCode::SERVICE_UNAVAILABLE || status.is_redirection() {
+        render::add_server_identity(&mut answer, &options.options.cluster_id);
+    }
     answer
 }
 

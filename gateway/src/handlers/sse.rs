@@ -13,11 +13,11 @@ use http::StatusCode;
 use http::header;
 use http_body::Frame;
 use http_body_util::{BodyExt, StreamBody};
-use ursula_stream::{ReadFrom, ReadView, StreamKey};
+use ursula_stream::{ReadFrom, ReadView, Rejection, StreamKey};
 
 use super::Shared;
 use super::read::{concat, json_array, now_ms, query};
-use crate::backend::Backend;
+use crate::backend::{Backend, BackendError};
 use crate::cursor::next_cursor;
 use crate::error::ApiError;
 use crate::headers::names;
@@ -57,7 +57,18 @@ pub async fn open<B: Backend>(
     params: ReadParams,
 ) -> Result<Answer, ApiError> {
     // The first read decides the status: a missing stream is a plain 404.
-    let view = shared.backend.read(key.clone(), sse_query(&shared, from, params.max_bytes)).await?;
+    let view = match shared.backend.read(key.clone(), sse_query(&shared, from, params.max_bytes)).await {
+        Ok(view) => view,
+        // An offset beyond the tail is reported as an `error` event of the
+        // session (spec/21); a missing stream stays a plain 404.
+        Err(e @ BackendError::Rejected(Rejection::OffsetBeyondTail { .. })) => {
+            let b = render::builder(StatusCode::OK)
+                .header(header::CONTENT_TYPE, "text/event-stream")
+                .header(header::CACHE_CONTROL, "no-cache");
+            return Ok(render::finish(b, render::full(error_event(&ApiError::from(e)))));
+        }
+        Err(e) => return Err(e.into()),
+    };
     let ct = view.info.content_type.clone();
     let encoding = if !ct.is_text() {
         Encoding::Base64
@@ -127,7 +138,7 @@ impl<B: Backend> Live<B> {
                     }
                     Ok(view) if view.info.incarnation != self.incarnation => {
                         self.done = true;
-                        return Some(error_event(&ApiError::from(ursula_stream::Rejection::StreamNotFound)));
+                        return Some(error_event(&ApiError::from(Rejection::StreamNotFound)));
                     }
                     Ok(view) if view.is_empty() && !view.closed_at_end => continue,
                     Ok(view) => break view,

@@ -3,6 +3,7 @@
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Request, StatusCode};
+use ursula_stream::producer::WriteDigest;
 use ursula_stream::{
     AppendKind, AppendOk, AppendStream, Body, ContentType, CreateStream, Lifetime, StreamInfo, StreamKey,
 };
@@ -48,12 +49,18 @@ where
     T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let h = req.headers();
+    headers::refuse_removed_append_headers(h)?;
     let close = headers::stream_closed(h);
     let stream_seq = headers::stream_seq(h)?;
-    let producer = headers::producer(h)?;
+    let mut producer = headers::producer(h)?;
+    let claimed_digest = headers::producer_digest(h)?;
     // A close-only request may carry any Content-Type; it is never checked.
     let content_type = headers::content_type(h).or_else(|e| if close { Ok(None) } else { Err(e) })?;
     let raw = read_body(req).await?;
+    if let (Some(producer), Some(claimed)) = (producer.as_mut(), claimed_digest) {
+        let matches_body = *blake3::hash(&raw).as_bytes() == claimed;
+        producer.digest = Some(WriteDigest { claimed, matches_body });
+    }
     let body = Body::prepare(content_type.as_ref(), raw);
     let has_body = !body.is_empty();
     let ok = shared.backend.append(AppendStream { key, content_type, body, close, stream_seq, producer }).await?;

@@ -39,6 +39,7 @@ impl StreamStore {
                 ProducerDecision::SeqGap { expected, received } => {
                     return Err(Rejection::ProducerSeqGap { expected, received });
                 }
+                ProducerDecision::KeyConflict { current } => return Err(Rejection::ProducerKeyConflict { current }),
             }
         }
 
@@ -95,6 +96,9 @@ impl StreamStore {
 /// bytes to store, `None` for a close without data.
 fn check_content(stream: &StreamState, cmd: &AppendStream) -> Result<Option<bytes::Bytes>, Rejection> {
     if cmd.body.is_empty() {
+        if cmd.producer.as_ref().and_then(|p| p.digest).is_some_and(|d| !d.matches_body) {
+            return Err(Rejection::ProducerDigestMismatch);
+        }
         return if cmd.close { Ok(None) } else { Err(Rejection::EmptyAppend) };
     }
     let Some(content_type) = &cmd.content_type else {
@@ -102,6 +106,9 @@ fn check_content(stream: &StreamState, cmd: &AppendStream) -> Result<Option<byte
     };
     if *content_type != stream.content_type {
         return Err(Rejection::ContentTypeMismatch);
+    }
+    if cmd.producer.as_ref().and_then(|p| p.digest).is_some_and(|d| !d.matches_body) {
+        return Err(Rejection::ProducerDigestMismatch);
     }
     match &cmd.body {
         Body::Empty => Ok(None),

@@ -99,7 +99,7 @@ impl Harness {
 }
 
 fn producer(epoch: u64, seq: u64) -> Option<ProducerHeaders> {
-    Some(ProducerHeaders { id: "p1".into(), epoch, seq })
+    Some(ProducerHeaders { id: "p1".into(), epoch, seq, digest: None })
 }
 
 // --- base protocol §5.1: create ---

@@ -1,0 +1,128 @@
+//! Error answers (extensions §11, spec/24 "Errors"): every 4xx carries
+//! `Content-Type: application/json` and `{"error":{"code","message"}}` with
+//! the spec's code; an answer to `HEAD` carries the content type and no body.
+
+use reqwest::Method;
+
+use crate::support::{Answer, MAX_REQUEST_BYTES, Node, offset};
+
+/// A node with one stream in each state the refusals below need.
+async fn node_with_fixtures() -> Node {
+    let node = Node::start();
+    node.create("/demo/text", "text/plain").await;
+    node.append("/demo/text", "text/plain", "abc").await;
+    node.put("/demo/closed").closed().send().await.expect(201);
+    node.put("/demo/seq").content_type("text/plain").header("stream-seq", "5").send().await.expect(201);
+    // Producer p: epoch 0 closed by the claim of epoch 1.
+    node.create("/demo/prod", "text/plain").await;
+    node.post("/demo/prod").content_type("text/plain").producer("p", 0, 0).body("a").send().await.expect(200);
+    node.post("/demo/prod").content_type("text/plain").producer("p", 1, 0).body("a").send().await.expect(200);
+    // Producer q: epoch 0 is two epochs behind.
+    for epoch in 0..3 {
+        node.post("/demo/prod").content_type("text/plain").producer("q", epoch, 0).body("b").send().await.expect(200);
+    }
+    node
+}
+
+#[tokio::test]
+async fn every_error_answer_carries_the_json_error_body_with_the_spec_code() {
+    let node = node_with_fixtures().await;
+    let text = |req: crate::support::Req| req.content_type("text/plain");
+    let cases: Vec<(u16, &str, Answer)> = vec![
+        (400, "INVALID_BUCKET_ID", node.put("/Demo/s").send().await),
+        (400, "INVALID_STREAM_ID", node.put("/demo/%24meta").send().await),
+        (400, "INVALID_HEADER", node.put("/demo/new").header("stream-ttl", "0060").send().await),
+        (400, "INVALID_QUERY", node.get("/demo/text?offset=-1&live=bogus").send().await),
+        (400, "INVALID_OFFSET", node.get("/demo/text?offset=bogus").send().await),
+        (400, "INVALID_PRODUCER", text(node.post("/demo/text")).header("producer-id", "p").body("x").send().await),
+        (400, "INVALID_PRODUCER", node.put("/demo/new").producer("p", 0, 0).send().await),
+        (400, "MISSING_CONTENT_TYPE", node.post("/demo/text").body("x").send().await),
+        (400, "EMPTY_APPEND", text(node.post("/demo/text")).send().await),
+        (403, "PRODUCER_EPOCH_CLOSED", text(node.post("/demo/prod")).producer("p", 0, 1).body("x").send().await),
+        (403, "PRODUCER_EPOCH_STALE", text(node.post("/demo/prod")).producer("q", 0, 1).body("x").send().await),
+        (404, "STREAM_NOT_FOUND", node.get("/demo/missing?offset=-1").send().await),
+        (404, "STREAM_NOT_FOUND", text(node.post("/demo/missing")).body("x").send().await),
+        (404, "STREAM_NOT_FOUND", node.delete("/demo/missing").send().await),
+        (404, "NOT_FOUND", node.get("/demo/text/extra").send().await),
+        (405, "METHOD_NOT_ALLOWED", node.request(Method::PATCH, "/demo/text").send().await),
+        (409, "STREAM_CLOSED", text(node.post("/demo/closed")).body("x").send().await),
+        (409, "STREAM_SEQ_CONFLICT", text(node.post("/demo/seq")).header("stream-seq", "4").body("x").send().await),
+        (409, "CONTENT_TYPE_MISMATCH", node.post("/demo/text").content_type("text/html").body("x").send().await),
+        (409, "STREAM_ALREADY_EXISTS_CONFLICT", node.put("/demo/text").content_type("text/html").send().await),
+        (409, "PRODUCER_SEQ_CONFLICT", text(node.post("/demo/prod")).producer("p", 1, 7).body("x").send().await),
+        (
+            413,
+            "REQUEST_TOO_LARGE",
+            node.raw(&format!(
+                "POST /demo/text HTTP/1.1\r\nContent-Type: text/plain\r\nContent-Length: {}",
+                MAX_REQUEST_BYTES + 1
+            ))
+            .await,
+        ),
+        (416, "OFFSET_OUT_OF_RANGE", node.get(&format!("/demo/text?offset={}", offset(99))).send().await),
+    ];
+    let mut failures = Vec::new();
+    for (status, code, answer) in &cases {
+        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            answer.expect_error(*status, code);
+        }));
+        if ok.is_err() {
+            failures.push(format!("expected {status} {code}:\n{answer:?}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} error answers are wrong:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n\n")
+    );
+}
+
+#[tokio::test]
+async fn head_errors_carry_the_json_content_type_and_no_body() {
+    let node = Node::start();
+    node.create("/demo/s", "text/plain").await;
+    node.head("/demo/missing").send().await.expect_head_error(404);
+    node.head("/Demo/s").send().await.expect_head_error(400);
+    node.head("/demo/%24meta").send().await.expect_head_error(400);
+    node.head("/demo/s/extra").send().await.expect_head_error(404);
+}
+
+#[tokio::test]
+async fn three_segment_paths_answer_404_not_found() {
+    // Extensions §1.6: any other path with three or more segments under a bucket.
+    let node = Node::start();
+    node.create("/demo/hello", "text/plain").await;
+    for path in ["/demo/hello/extra", "/demo/a/b", "/demo/a/b/c"] {
+        for method in [Method::GET, Method::PUT, Method::POST, Method::DELETE] {
+            node.request(method, path).send().await.expect_error(404, "NOT_FOUND");
+        }
+    }
+    // Nothing was created under those paths.
+    node.head("/demo/a").send().await.expect_head_error(404);
+}
+
+#[tokio::test]
+async fn bucket_routes_other_than_put_answer_an_error_body() {
+    // There is no bucket metadata read, stream listing or bucket delete (spec/24).
+    let node = Node::start();
+    node.create("/demo/s", "text/plain").await;
+    for method in [Method::GET, Method::DELETE, Method::POST] {
+        let answer = node.request(method, "/demo").send().await;
+        assert!(matches!(answer.status.as_u16(), 404 | 405), "{answer:?}");
+        answer.error_code();
+    }
+}
+
+#[tokio::test]
+async fn error_messages_do_not_echo_the_request_body() {
+    let node = Node::start();
+    node.create("/demo/j", "application/json").await;
+    let marker = "SECRET-BODY-MARKER-4711";
+    let answer =
+        node.post("/demo/j").content_type("application/json").body(format!("{{\"{marker}\": nope}}")).send().await;
+    answer.expect(400);
+    answer.error_code();
+    assert!(!answer.text().contains(marker), "the message echoes the body:\n{answer:?}");
+}

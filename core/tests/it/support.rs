@@ -1,0 +1,668 @@
+//! The harness: a real `ursula server` process per test (`Node`), request
+//! helpers over reqwest (`Req`, `Answer`), an SSE reader (`Sse`), and the
+//! small codecs the assertions need (base64, CRC-32, offsets).
+
+use std::fmt;
+use std::io::{BufRead, BufReader, Read};
+use std::pin::Pin;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use futures_util::{Stream, StreamExt};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// How long a node may take to print its address.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// Upper bound for any single request or SSE event, so a hang fails the
+/// test instead of the whole run. Generous: the machine is shared.
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The protocol's request limit (extensions §10).
+pub const MAX_REQUEST_BYTES: u64 = 32 * 1024 * 1024;
+
+/// BLAKE3-256 of `abc` and of `hello` (official test vectors), for
+/// `Producer-Digest` without a hashing dependency.
+pub const BLAKE3_ABC: &str = "6437b3ac38465133ffb63b75273a8db548c558465d79db03fd359c6cd5bd9d85";
+pub const BLAKE3_HELLO: &str = "ea8f163db38682925e4491c5e58d4bb3506ef8c14eb78a86e908c5624a67200f";
+
+/// The server's offset token for byte position `n`: 20 zero-padded digits.
+pub fn offset(n: u64) -> String {
+    format!("{n:020}")
+}
+
+// ---------------------------------------------------------------------------
+// Node
+// ---------------------------------------------------------------------------
+
+/// A running `ursula server` on 127.0.0.1 with a port the OS chose. Killed on
+/// drop; its stderr is printed when the test fails.
+pub struct Node {
+    child: Child,
+    base: String,
+    addr: String,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    stderr_reader: Option<JoinHandle<()>>,
+    client: reqwest::Client,
+}
+
+impl Node {
+    /// A development node with default settings.
+    pub fn start() -> Node {
+        Node::start_with(&[])
+    }
+
+    /// A node with extra `ursula server` arguments, e.g. `["--json-reads", "array"]`.
+    pub fn start_with(extra: &[&str]) -> Node {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ursula"))
+            .args(["server", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            // No ./ursula.toml of the source tree may change the node.
+            .current_dir(std::env::temp_dir())
+            .env("URSULA_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawning the ursula binary");
+
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let stderr_reader = child.stderr.take().map(|mut pipe| {
+            let sink = stderr.clone();
+            thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = pipe.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    sink.lock().unwrap_or_else(|p| p.into_inner()).extend_from_slice(&buf[..n]);
+                }
+            })
+        });
+
+        let (tx, rx) = mpsc::channel();
+        let stdout = child.stdout.take().expect("piped stdout");
+        // Keeps draining stdout after the address line so the child never
+        // blocks on a full pipe.
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(addr) = line.trim().strip_prefix("ursula listening on http://") {
+                    let _ = tx.send(addr.to_string());
+                }
+            }
+        });
+
+        let deadline = Instant::now() + START_TIMEOUT;
+        let addr = loop {
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(addr) => break addr,
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                // stdout closed: the child is exiting; try_wait below sees it.
+                Err(mpsc::RecvTimeoutError::Disconnected) => thread::sleep(Duration::from_millis(20)),
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                let text = finish_stderr(&stderr, stderr_reader);
+                panic!("ursula exited ({status}) before printing its address; stderr:\n{text}");
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                let text = finish_stderr(&stderr, stderr_reader);
+                panic!("ursula printed no address within {START_TIMEOUT:?}; stderr:\n{text}");
+            }
+        };
+
+        let client = reqwest::Client::builder().no_proxy().build().expect("building the HTTP client");
+        Node { child, base: format!("http://{addr}"), addr, stderr, stderr_reader, client }
+    }
+
+    pub fn url(&self, path_and_query: &str) -> String {
+        format!("{}{path_and_query}", self.base)
+    }
+
+    pub fn request(&self, method: Method, path_and_query: &str) -> Req {
+        Req { what: format!("{method} {path_and_query}"), inner: self.client.request(method, self.url(path_and_query)) }
+    }
+
+    pub fn put(&self, path: &str) -> Req {
+        self.request(Method::PUT, path)
+    }
+
+    pub fn post(&self, path: &str) -> Req {
+        self.request(Method::POST, path)
+    }
+
+    pub fn get(&self, path_and_query: &str) -> Req {
+        self.request(Method::GET, path_and_query)
+    }
+
+    pub fn head(&self, path: &str) -> Req {
+        self.request(Method::HEAD, path)
+    }
+
+    pub fn delete(&self, path: &str) -> Req {
+        self.request(Method::DELETE, path)
+    }
+
+    /// Creates an empty stream with `content_type`; the create must answer 201.
+    pub async fn create(&self, path: &str, content_type: &str) -> Answer {
+        let answer = self.put(path).content_type(content_type).send().await;
+        answer.expect(201);
+        answer
+    }
+
+    /// A plain append (no producer, no close); it must answer 204.
+    pub async fn append(&self, path: &str, content_type: &str, body: impl Into<reqwest::Body>) -> Answer {
+        let answer = self.post(path).content_type(content_type).body(body).send().await;
+        answer.expect(204);
+        answer
+    }
+
+    /// A close-only request; it must answer 204.
+    pub async fn close(&self, path: &str) -> Answer {
+        let answer = self.post(path).closed().send().await;
+        answer.expect(204);
+        answer
+    }
+
+    /// A catch-up read of the whole stream; it must answer 200.
+    pub async fn read_all(&self, path: &str) -> Answer {
+        let answer = self.get(&format!("{path}?offset=-1")).send().await;
+        answer.expect(200);
+        answer
+    }
+
+    /// The stream's tail as `HEAD` reports it.
+    pub async fn tail(&self, path: &str) -> String {
+        let answer = self.head(path).send().await;
+        answer.expect(200);
+        answer.must("stream-next-offset").to_string()
+    }
+
+    /// A GET that stays open for its SSE events.
+    pub async fn sse(&self, path_and_query: &str) -> Sse {
+        Sse::open(self.get(path_and_query)).await
+    }
+
+    /// Sends `head` (request line and headers, without the blank line) on a
+    /// fresh TCP connection, sends no body, and reads one response. For
+    /// requests reqwest will not send as they are, such as a `Content-Length`
+    /// larger than what follows.
+    pub async fn raw(&self, head: &str) -> Answer {
+        let what = head.lines().next().unwrap_or_default().to_string();
+        let exchange = async {
+            let mut tcp = tokio::net::TcpStream::connect(&self.addr).await.expect("connecting");
+            let request = format!("{head}\r\nHost: {}\r\n\r\n", self.addr);
+            tcp.write_all(request.as_bytes()).await.expect("writing the request head");
+            read_raw_response(&mut tcp).await
+        };
+        let (status, headers, body) = tokio::time::timeout(TIMEOUT, exchange)
+            .await
+            .unwrap_or_else(|_| panic!("{what}: no answer within {TIMEOUT:?}"));
+        Answer { what, status, headers, body }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if thread::panicking() {
+            let text = finish_stderr(&self.stderr, self.stderr_reader.take());
+            if text.trim().is_empty() {
+                eprintln!("(ursula at {} wrote nothing to stderr)", self.base);
+                return;
+            }
+            eprintln!("---- ursula stderr ({}) ----\n{text}\n---- end of ursula stderr ----", self.base);
+        }
+    }
+}
+
+fn finish_stderr(buf: &Arc<Mutex<Vec<u8>>>, reader: Option<JoinHandle<()>>) -> String {
+    if let Some(reader) = reader {
+        let _ = reader.join();
+    }
+    let bytes = buf.lock().unwrap_or_else(|p| p.into_inner());
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Reads one HTTP/1.1 response whose body is framed by `Content-Length` (or
+/// by the end of the connection).
+async fn read_raw_response(tcp: &mut tokio::net::TcpStream) -> (StatusCode, HeaderMap, bytes::Bytes) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i;
+        }
+        let n = tcp.read(&mut chunk).await.expect("reading the response");
+        assert!(n > 0, "connection closed before a response head: {:?}", String::from_utf8_lossy(&buf));
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or_default();
+    let code: u16 = status_line.split(' ').nth(1).and_then(|c| c.parse().ok()).expect("a status code");
+    let mut headers = HeaderMap::new();
+    for line in lines {
+        if let Some((name, value)) = line.split_once(':') {
+            headers.append(
+                HeaderName::from_bytes(name.trim().as_bytes()).expect("header name"),
+                HeaderValue::from_str(value.trim()).expect("header value"),
+            );
+        }
+    }
+    let mut body = buf[head_end + 4..].to_vec();
+    let length = headers.get("content-length").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
+    loop {
+        if length.is_some_and(|len| body.len() >= len) {
+            break;
+        }
+        match tcp.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => body.extend_from_slice(&chunk[..n]),
+        }
+    }
+    if let Some(len) = length {
+        body.truncate(len);
+    }
+    (StatusCode::from_u16(code).expect("status"), headers, body.into())
+}
+
+// ---------------------------------------------------------------------------
+// Requests and answers
+// ---------------------------------------------------------------------------
+
+/// A request being built; `send` runs it with a timeout.
+pub struct Req {
+    what: String,
+    inner: reqwest::RequestBuilder,
+}
+
+impl Req {
+    pub fn header(self, name: &str, value: impl AsRef<str>) -> Req {
+        Req { inner: self.inner.header(name, value.as_ref()), ..self }
+    }
+
+    pub fn content_type(self, content_type: &str) -> Req {
+        self.header("content-type", content_type)
+    }
+
+    pub fn body(self, body: impl Into<reqwest::Body>) -> Req {
+        Req { inner: self.inner.body(body), ..self }
+    }
+
+    /// `Producer-Id`, `Producer-Epoch` and `Producer-Seq`.
+    pub fn producer(self, id: &str, epoch: u64, seq: u64) -> Req {
+        self.header("producer-id", id)
+            .header("producer-epoch", epoch.to_string())
+            .header("producer-seq", seq.to_string())
+    }
+
+    /// `Stream-Closed: true`.
+    pub fn closed(self) -> Req {
+        self.header("stream-closed", "true")
+    }
+
+    /// Sends the request and reads the whole answer.
+    pub async fn send(self) -> Answer {
+        let what = self.what;
+        let run = async {
+            let response = self.inner.send().await.unwrap_or_else(|e| panic!("{what}: {e}"));
+            let status = response.status();
+            let headers = response.headers().clone();
+            let body = response.bytes().await.unwrap_or_else(|e| panic!("{what}: reading the body: {e}"));
+            (status, headers, body)
+        };
+        let (status, headers, body) =
+            tokio::time::timeout(TIMEOUT, run).await.unwrap_or_else(|_| panic!("{what}: no answer within {TIMEOUT:?}"));
+        Answer { what, status, headers, body }
+    }
+
+    /// Sends the request and returns once the response head arrived; the
+    /// body stays unread (for SSE).
+    pub async fn open(self) -> (String, reqwest::Response) {
+        let what = self.what;
+        let response = tokio::time::timeout(TIMEOUT, self.inner.send())
+            .await
+            .unwrap_or_else(|_| panic!("{what}: no response head within {TIMEOUT:?}"))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        (what, response)
+    }
+}
+
+/// A complete answer. Its `Debug` form shows the request, status, headers
+/// and body, so a failed assertion says what the server sent.
+pub struct Answer {
+    pub what: String,
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: bytes::Bytes,
+}
+
+impl fmt::Debug for Answer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{} -> {}", self.what, self.status)?;
+        for (name, value) in &self.headers {
+            writeln!(f, "  {name}: {}", String::from_utf8_lossy(value.as_bytes()))?;
+        }
+        let shown = &self.body[..self.body.len().min(2048)];
+        write!(f, "  body ({} bytes): {:?}", self.body.len(), String::from_utf8_lossy(shown))
+    }
+}
+
+impl Answer {
+    /// Asserts the status.
+    #[track_caller]
+    pub fn expect(&self, status: u16) -> &Answer {
+        assert_eq!(self.status.as_u16(), status, "unexpected status:\n{self:?}");
+        self
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(|v| v.to_str().expect("a visible-ASCII header value"))
+    }
+
+    /// A header that must be present.
+    #[track_caller]
+    pub fn must(&self, name: &str) -> &str {
+        self.header(name).unwrap_or_else(|| panic!("missing header {name}:\n{self:?}"))
+    }
+
+    /// Asserts a header's value.
+    #[track_caller]
+    pub fn expect_header(&self, name: &str, value: &str) -> &Answer {
+        assert_eq!(self.header(name), Some(value), "header {name}:\n{self:?}");
+        self
+    }
+
+    /// Asserts a header is absent.
+    #[track_caller]
+    pub fn expect_no_header(&self, name: &str) -> &Answer {
+        assert_eq!(self.header(name), None, "header {name} should be absent:\n{self:?}");
+        self
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8(self.body.to_vec()).unwrap_or_else(|_| panic!("body is not UTF-8:\n{self:?}"))
+    }
+
+    #[track_caller]
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("body is not JSON ({e}):\n{self:?}"))
+    }
+
+    /// Asserts an error answer of extensions §11: `status`, `Content-Type:
+    /// application/json` and `{"error":{"code":<code>,"message":<string>}}`.
+    #[track_caller]
+    pub fn expect_error(&self, status: u16, code: &str) -> &Answer {
+        self.expect(status);
+        assert_eq!(self.error_code(), code, "error code:\n{self:?}");
+        self
+    }
+
+    /// The `code` of an error body, after checking the body's shape.
+    #[track_caller]
+    pub fn error_code(&self) -> String {
+        let content_type = self.header("content-type").unwrap_or_default();
+        assert!(
+            content_type.split(';').next().is_some_and(|e| e.trim().eq_ignore_ascii_case("application/json")),
+            "an error answer carries Content-Type: application/json:\n{self:?}"
+        );
+        let body = self.json();
+        let error =
+            body.get("error").and_then(Value::as_object).unwrap_or_else(|| panic!("no error object:\n{self:?}"));
+        let code =
+            error.get("code").and_then(Value::as_str).unwrap_or_else(|| panic!("error.code is no string:\n{self:?}"));
+        let message = error.get("message").and_then(Value::as_str);
+        assert!(message.is_some_and(|m| !m.is_empty()), "error.message is no non-empty string:\n{self:?}");
+        assert!(
+            !code.is_empty() && code.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'),
+            "error.code is uppercase letters and underscores:\n{self:?}"
+        );
+        code.to_string()
+    }
+
+    /// Asserts the error answer to a `HEAD`: the status, the JSON content
+    /// type, and no body (extensions §11).
+    #[track_caller]
+    pub fn expect_head_error(&self, status: u16) -> &Answer {
+        self.expect(status);
+        assert!(
+            self.header("content-type").is_some_and(|c| c.starts_with("application/json")),
+            "a HEAD error carries Content-Type: application/json:\n{self:?}"
+        );
+        assert!(self.body.is_empty(), "a HEAD answer has no body:\n{self:?}");
+        self
+    }
+}
+
+// ---------------------------------------------------------------------------
+// SSE
+// ---------------------------------------------------------------------------
+
+/// One Server-Sent Event: its type and its `data:` lines joined with LF.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub event: String,
+    pub data: String,
+}
+
+impl Event {
+    pub fn is(&self, event: &str) -> bool {
+        self.event == event
+    }
+
+    /// The data of a `control` or `error` event as JSON.
+    #[track_caller]
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.data).unwrap_or_else(|e| panic!("event data is not JSON ({e}): {self:?}"))
+    }
+}
+
+type ByteStream = Pin<Box<dyn Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>;
+
+/// An open SSE response, read event by event with a timeout per event.
+pub struct Sse {
+    what: String,
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    body: ByteStream,
+    buf: Vec<u8>,
+    ended: bool,
+    /// Every event read so far, for failure messages.
+    seen: Vec<Event>,
+}
+
+impl Sse {
+    pub async fn open(req: Req) -> Sse {
+        let (what, response) = req.open().await;
+        let status = response.status();
+        let headers = response.headers().clone();
+        Sse {
+            what,
+            status,
+            headers,
+            body: Box::pin(response.bytes_stream()),
+            buf: Vec::new(),
+            ended: false,
+            seen: Vec::new(),
+        }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(|v| v.to_str().expect("a visible-ASCII header value"))
+    }
+
+    /// The next event, or `None` once the server ended the response.
+    pub async fn next(&mut self) -> Option<Event> {
+        loop {
+            if let Some(event) = self.take_event() {
+                self.seen.push(event.clone());
+                return Some(event);
+            }
+            if self.ended {
+                return None;
+            }
+            let what = &self.what;
+            let seen = &self.seen;
+            let chunk = tokio::time::timeout(TIMEOUT, self.body.next())
+                .await
+                .unwrap_or_else(|_| panic!("{what}: no SSE event within {TIMEOUT:?}; events so far: {seen:#?}"));
+            match chunk {
+                Some(Ok(bytes)) => self.buf.extend_from_slice(&bytes),
+                Some(Err(e)) => panic!("{what}: the SSE body failed: {e}"),
+                None => self.ended = true,
+            }
+        }
+    }
+
+    /// Reads events until one matches `done`, and returns all of them, the
+    /// matching one last. Fails if the response ends first.
+    pub async fn until(&mut self, done: impl Fn(&Event) -> bool) -> Vec<Event> {
+        let mut events = Vec::new();
+        loop {
+            let Some(event) = self.next().await else {
+                panic!("{}: the SSE response ended before the expected event; events: {:#?}", self.what, self.seen);
+            };
+            let matched = done(&event);
+            events.push(event);
+            if matched {
+                return events;
+            }
+        }
+    }
+
+    /// The next control event, skipping data events (which are returned too).
+    pub async fn until_control(&mut self) -> (Vec<Event>, Value) {
+        let events = self.until(|e| e.is("control")).await;
+        let control = events.last().map(Event::json).unwrap_or_default();
+        (events, control)
+    }
+
+    /// Asserts the server ends the response without another event.
+    pub async fn expect_end(&mut self) {
+        if let Some(event) = self.next().await {
+            panic!("{}: expected the SSE response to end, got {event:?}", self.what);
+        }
+    }
+
+    /// Parses one complete event out of the buffer, if there is one. Events
+    /// end with a blank line; comment lines (`:`) are skipped.
+    fn take_event(&mut self) -> Option<Event> {
+        loop {
+            let end = self.buf.windows(2).position(|w| w == b"\n\n")?;
+            let block: Vec<u8> = self.buf.drain(..end + 2).collect();
+            let text = String::from_utf8(block).expect("SSE text is UTF-8");
+            let mut event = String::from("message");
+            let mut data: Vec<&str> = Vec::new();
+            let mut any = false;
+            for line in text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)) {
+                if line.is_empty() || line.starts_with(':') {
+                    continue;
+                }
+                let (field, value) = line.split_once(':').unwrap_or((line, ""));
+                let value = value.strip_prefix(' ').unwrap_or(value);
+                any = true;
+                match field {
+                    "event" => event = value.to_string(),
+                    "data" => data.push(value),
+                    _ => {}
+                }
+            }
+            if any {
+                return Some(Event { event, data: data.join("\n") });
+            }
+        }
+    }
+}
+
+/// The payload bytes of a stream's data events: base64-decoded when the
+/// response says `Stream-Sse-Data-Encoding: base64`, as base protocol §5.8
+/// tells clients (join the lines, drop CR and LF, decode).
+pub fn sse_payload(events: &[Event], base64: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    for event in events.iter().filter(|e| e.is("data")) {
+        if base64 {
+            let text: String = event.data.chars().filter(|c| *c != '\n' && *c != '\r').collect();
+            out.extend(base64_decode(&text).unwrap_or_else(|| panic!("invalid base64 in {event:?}")));
+        } else {
+            out.extend_from_slice(event.data.as_bytes());
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// Small codecs
+// ---------------------------------------------------------------------------
+
+/// Standard base64 (RFC 4648, with padding). `None` when `text` is not valid
+/// base64 of a length that is a multiple of 4.
+pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    fn value(c: u8) -> Option<u32> {
+        match c {
+            b'A'..=b'Z' => Some(u32::from(c - b'A')),
+            b'a'..=b'z' => Some(u32::from(c - b'a') + 26),
+            b'0'..=b'9' => Some(u32::from(c - b'0') + 52),
+            b'+' => Some(62),
+            b'/' => Some(63),
+            _ => None,
+        }
+    }
+    let bytes = text.as_bytes();
+    if bytes.len() % 4 != 0 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
+    for quad in bytes.chunks(4) {
+        let pad = quad.iter().rev().take_while(|&&c| c == b'=').count();
+        if pad > 2 {
+            return None;
+        }
+        let mut n = 0u32;
+        for &c in &quad[..4 - pad] {
+            n = (n << 6) | value(c)?;
+        }
+        n <<= 6 * pad as u32;
+        let decoded = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
+        out.extend_from_slice(&decoded[..3 - pad]);
+    }
+    Some(out)
+}
+
+/// CRC-32 (IEEE), as a gzip trailer carries it.
+pub fn crc32(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &byte in data {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+        }
+    }
+    !crc
+}
+
+#[test]
+fn codecs_match_known_vectors() {
+    assert_eq!(base64_decode("AQIDBAUGBwgJCg=="), Some((1..=10).collect()));
+    assert_eq!(base64_decode("aGk="), Some(b"hi".to_vec()));
+    assert_eq!(base64_decode(""), Some(Vec::new()));
+    assert_eq!(base64_decode("aGk"), None);
+    assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+    assert_eq!(offset(42), "00000000000000000042");
+}
+
+#[test]
+#[should_panic(expected = "before printing its address")]
+fn node_start_fails_fast_when_ursula_exits() {
+    // An invalid flag value makes the binary exit at once; `start` must say
+    // so instead of waiting out its timeout.
+    let _node = Node::start_with(&["--json-reads", "xml"]);
+}
