@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use ursula_gateway::{Backend, BackendError, WaitOutcome};
 use ursula_stream::{
-    AppendOk, AppendStream, Command, CreateOk, CreateStream, DeleteStream, Offset, Outcome, ReadQuery, ReadView,
-    RenewStream, StreamInfo, StreamKey,
+    AdvanceRetention, AppendOk, AppendStream, BootstrapView, Command, CreateOk, CreateStream, DeleteStream,
+    Incarnation, Offset, Outcome, PublishSnapshot, ReadQuery, ReadView, RenewStream, SnapshotOk, SnapshotView,
+    StreamInfo, StreamKey, StreamStore,
 };
 
 use crate::engine::{EngineError, GroupEngine, Waited};
@@ -21,6 +22,16 @@ pub struct NodeBackend<E> {
 impl<E: GroupEngine> NodeBackend<E> {
     pub fn new(engine: Arc<E>) -> NodeBackend<E> {
         NodeBackend { engine }
+    }
+
+    /// A query of the group that holds `key`.
+    fn query<R: Send>(
+        &self,
+        key: &StreamKey,
+        f: impl FnOnce(&StreamStore, u64) -> Result<R, ursula_stream::Rejection> + Send,
+    ) -> Result<R, BackendError> {
+        let group = group_of(key, self.engine.group_count());
+        self.engine.query(group, f).map_err(internal)?.map_err(BackendError::Rejected)
     }
 
     async fn propose(&self, key: &StreamKey, command: Command) -> Result<Outcome, BackendError> {
@@ -54,22 +65,44 @@ impl<E: GroupEngine> Backend for NodeBackend<E> {
         }
     }
 
-    async fn delete(&self, key: StreamKey) -> Result<(), BackendError> {
-        match self.propose(&key, Command::Delete(DeleteStream { key: key.clone() })).await? {
+    async fn delete(&self, cmd: DeleteStream) -> Result<(), BackendError> {
+        let key = cmd.key.clone();
+        match self.propose(&key, Command::Delete(cmd)).await? {
             Outcome::Delete(result) => result.map_err(BackendError::Rejected),
             other => Err(unexpected(&other)),
         }
     }
 
+    async fn publish_snapshot(&self, cmd: PublishSnapshot) -> Result<SnapshotOk, BackendError> {
+        let key = cmd.key.clone();
+        match self.propose(&key, Command::PublishSnapshot(cmd)).await? {
+            Outcome::PublishSnapshot(result) => result.map_err(BackendError::Rejected),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn advance_retention(&self, cmd: AdvanceRetention) -> Result<StreamInfo, BackendError> {
+        let key = cmd.key.clone();
+        match self.propose(&key, Command::AdvanceRetention(cmd)).await? {
+            Outcome::AdvanceRetention(result) => result.map_err(BackendError::Rejected),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn snapshot(&self, key: StreamKey, offset: Offset) -> Result<SnapshotView, BackendError> {
+        self.query(&key, |store, now| store.snapshot(&key, offset, now))
+    }
+
+    async fn bootstrap(&self, key: StreamKey, max_bytes: u64) -> Result<BootstrapView, BackendError> {
+        self.query(&key, |store, now| store.bootstrap(&key, max_bytes, now))
+    }
+
     async fn head(&self, key: StreamKey) -> Result<StreamInfo, BackendError> {
-        let group = group_of(&key, self.engine.group_count());
-        self.engine.query(group, |store, now| store.head(&key, now)).map_err(internal)?.map_err(BackendError::Rejected)
+        self.query(&key, |store, now| store.head(&key, now))
     }
 
     async fn read(&self, key: StreamKey, query: ReadQuery) -> Result<ReadView, BackendError> {
-        let group = group_of(&key, self.engine.group_count());
-        let view = self.engine.query(group, |store, now| store.read(&key, query, now)).map_err(internal)?;
-        let view = view.map_err(BackendError::Rejected)?;
+        let view = self.query(&key, |store, now| store.read(&key, query, now))?;
         if view.wants_renewal {
             let renew = RenewStream { key: key.clone(), incarnation: view.info.incarnation };
             self.propose(&key, Command::Renew(renew)).await?;
@@ -80,7 +113,7 @@ impl<E: GroupEngine> Backend for NodeBackend<E> {
     async fn wait(
         &self,
         key: StreamKey,
-        incarnation: u64,
+        incarnation: Incarnation,
         offset: Offset,
         timeout: Duration,
     ) -> Result<WaitOutcome, BackendError> {

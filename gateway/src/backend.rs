@@ -5,7 +5,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use ursula_stream::{
-    AppendOk, AppendStream, CreateOk, CreateStream, Offset, ReadQuery, ReadView, Rejection, StreamInfo, StreamKey,
+    AdvanceRetention, AppendOk, AppendStream, BootstrapView, CreateOk, CreateStream, DeleteStream, Incarnation, Offset,
+    PublishSnapshot, ReadQuery, ReadView, Rejection, SnapshotOk, SnapshotView, StreamInfo, StreamKey,
 };
 
 /// Why a backend could not answer with an outcome of the state machine.
@@ -40,7 +41,21 @@ pub enum WaitOutcome {
 pub trait Backend: Send + Sync + 'static {
     fn create(&self, cmd: CreateStream) -> impl Future<Output = Result<CreateOk, BackendError>> + Send;
     fn append(&self, cmd: AppendStream) -> impl Future<Output = Result<AppendOk, BackendError>> + Send;
-    fn delete(&self, key: StreamKey) -> impl Future<Output = Result<(), BackendError>> + Send;
+    fn delete(&self, cmd: DeleteStream) -> impl Future<Output = Result<(), BackendError>> + Send;
+    fn publish_snapshot(&self, cmd: PublishSnapshot) -> impl Future<Output = Result<SnapshotOk, BackendError>> + Send;
+    fn advance_retention(&self, cmd: AdvanceRetention)
+    -> impl Future<Output = Result<StreamInfo, BackendError>> + Send;
+    /// The latest snapshot, when it is the one at `offset`.
+    fn snapshot(
+        &self,
+        key: StreamKey,
+        offset: Offset,
+    ) -> impl Future<Output = Result<SnapshotView, BackendError>> + Send;
+    fn bootstrap(
+        &self,
+        key: StreamKey,
+        max_bytes: u64,
+    ) -> impl Future<Output = Result<BootstrapView, BackendError>> + Send;
     fn head(&self, key: StreamKey) -> impl Future<Output = Result<StreamInfo, BackendError>> + Send;
     /// A catch-up read; it renews a sliding TTL as the state machine asks.
     fn read(&self, key: StreamKey, query: ReadQuery) -> impl Future<Output = Result<ReadView, BackendError>> + Send;
@@ -49,7 +64,7 @@ pub trait Backend: Send + Sync + 'static {
     fn wait(
         &self,
         key: StreamKey,
-        incarnation: u64,
+        incarnation: Incarnation,
         offset: Offset,
         timeout: Duration,
     ) -> impl Future<Output = Result<WaitOutcome, BackendError>> + Send;

@@ -18,6 +18,16 @@ pub enum ApiError {
     /// A removed form of a request, with the form that replaced it.
     Unsupported(String),
     InvalidOffset,
+    /// An immutable resource's token or offset not in the issued form.
+    InvalidResource,
+    /// A query on an immutable resource.
+    QueryNotAccepted,
+    /// Snapshot upload in parts needs a cold backend.
+    NoColdStore,
+    /// A byte range that starts at or past the end of a snapshot.
+    RangeNotSatisfiable {
+        total: u64,
+    },
     InvalidProducer(String),
     InvalidId(IdError),
     NotFound,
@@ -72,6 +82,23 @@ impl ApiError {
         match self {
             ApiError::InvalidHeader(m) => ErrorAnswer::new(S::BAD_REQUEST, "INVALID_HEADER", m.clone()),
             ApiError::InvalidQuery(m) => ErrorAnswer::new(S::BAD_REQUEST, "INVALID_QUERY", m.clone()),
+            ApiError::InvalidResource => ErrorAnswer::new(
+                S::BAD_REQUEST,
+                "INVALID_RESOURCE",
+                "the token or offset in the path is not in the form the server issues",
+            ),
+            ApiError::QueryNotAccepted => {
+                ErrorAnswer::new(S::BAD_REQUEST, "QUERY_NOT_ACCEPTED", "immutable resources take no query")
+            }
+            ApiError::NoColdStore => {
+                ErrorAnswer::new(S::NOT_IMPLEMENTED, "NO_COLD_STORE", "snapshot upload in parts needs a cold backend")
+            }
+            ApiError::RangeNotSatisfiable { total } => ErrorAnswer::new(
+                S::RANGE_NOT_SATISFIABLE,
+                "RANGE_NOT_SATISFIABLE",
+                "the range starts at or past the end of the snapshot",
+            )
+            .header("content-range", format!("bytes */{total}")),
             ApiError::Unsupported(m) => ErrorAnswer::new(S::BAD_REQUEST, "UNSUPPORTED", m.clone()),
             ApiError::InvalidOffset => ErrorAnswer::new(
                 S::BAD_REQUEST,
@@ -157,9 +184,47 @@ fn rejection_answer(r: &Rejection) -> ErrorAnswer {
         Rejection::ProducerDigestMismatch => {
             ErrorAnswer::new(S::BAD_REQUEST, code, "producer-digest does not match the body")
         }
-        Rejection::OffsetBeyondTail { tail } => {
+        Rejection::OffsetBeyondTail { tail, incarnation } => {
             ErrorAnswer::new(S::RANGE_NOT_SATISFIABLE, code, "offset is beyond the stream's tail")
                 .header(names::STREAM_NEXT_OFFSET, tail)
+                .header(names::STREAM_INCARNATION, incarnation)
         }
+        Rejection::ProducerExpired { floor } => {
+            ErrorAnswer::new(S::FORBIDDEN, code, "the write could reach a producer epoch the stream forgot")
+                .header(names::PRODUCER_EPOCH, floor)
+                .header(names::PRODUCER_OUTCOME, "producer-expired")
+        }
+        Rejection::ProducerLimit => {
+            ErrorAnswer::new(S::TOO_MANY_REQUESTS, code, "the stream holds as many producers as it may")
+        }
+        Rejection::IncarnationMismatch { current } => {
+            let answer =
+                ErrorAnswer::new(S::PRECONDITION_FAILED, code, "stream-incarnation does not name the current stream");
+            match current {
+                Some(c) => answer.header(names::STREAM_INCARNATION, c),
+                None => answer,
+            }
+        }
+        Rejection::StreamGone { retained, incarnation } => {
+            ErrorAnswer::new(S::GONE, code, "the offset is below the stream's retained history")
+                .header(names::STREAM_NEXT_OFFSET, retained)
+                .header(names::STREAM_INCARNATION, incarnation)
+        }
+        Rejection::SnapshotNotFound { incarnation } => {
+            ErrorAnswer::new(S::NOT_FOUND, code, "no snapshot at this offset is the latest")
+                .header(names::STREAM_INCARNATION, incarnation)
+        }
+        Rejection::SnapshotConflict { latest } => ErrorAnswer::new(S::CONFLICT, code, "another snapshot is the latest")
+            .header(names::STREAM_SNAPSHOT_OFFSET, latest.offset)
+            .header(names::STREAM_SNAPSHOT_DIGEST, latest.digest),
+        Rejection::SnapshotBeyondTail => {
+            ErrorAnswer::new(S::CONFLICT, code, "the snapshot offset is beyond the stream's tail")
+        }
+        Rejection::NotJsonBoundary => ErrorAnswer::new(S::BAD_REQUEST, code, "the offset is inside a JSON message"),
+        Rejection::InvalidRetention => ErrorAnswer::new(
+            S::BAD_REQUEST,
+            code,
+            "retention must be at committed data and no newer than the latest snapshot",
+        ),
     }
 }

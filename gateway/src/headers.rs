@@ -4,7 +4,7 @@
 use http::HeaderMap;
 use ursula_stream::lifetime::Lifetime;
 use ursula_stream::producer::{MAX_PRODUCER_ID_BYTES, MAX_PRODUCER_NUMBER};
-use ursula_stream::{ContentType, ProducerHeaders, StreamSeq};
+use ursula_stream::{ContentType, Incarnation, ProducerHeaders, StreamSeq};
 
 use crate::error::ApiError;
 
@@ -30,6 +30,12 @@ pub mod names {
     pub const PRODUCER_CLOSED_SEQ: &str = "producer-closed-seq";
     pub const PRODUCER_DIGEST: &str = "producer-digest";
     pub const URSULA_PROTOCOL: &str = "ursula-protocol";
+    pub const STREAM_INCARNATION: &str = "stream-incarnation";
+    pub const STREAM_RETAINED_OFFSET: &str = "stream-retained-offset";
+    pub const STREAM_SNAPSHOT_OFFSET: &str = "stream-snapshot-offset";
+    pub const STREAM_SNAPSHOT_DIGEST: &str = "stream-snapshot-digest";
+    pub const STREAM_SNAPSHOT_PARTS: &str = "stream-snapshot-parts";
+    pub const STREAM_IMMUTABLE: &str = "stream-immutable";
     pub const URSULA_CLUSTER_ID: &str = "ursula-cluster-id";
     pub const URSULA_MAX_REQUEST_BYTES: &str = "ursula-max-request-bytes";
 }
@@ -159,6 +165,18 @@ pub fn refuse_removed_append_headers(headers: &HeaderMap) -> Result<(), ApiError
         return Err(ApiError::InvalidHeader("stream-record-match was removed in 0.6.0; use stream-seq".into()));
     }
     Ok(())
+}
+
+/// The `Stream-Incarnation` precondition: one value the server could have issued.
+pub fn incarnation(headers: &HeaderMap) -> Result<Option<Incarnation>, ApiError> {
+    let mut values = headers.get_all(names::STREAM_INCARNATION).iter();
+    let Some(first) = values.next() else { return Ok(None) };
+    let malformed = || ApiError::InvalidHeader("stream-incarnation must be one token the server issued".into());
+    if values.next().is_some() {
+        return Err(malformed());
+    }
+    let text = first.to_str().map_err(|_| malformed())?.trim();
+    Incarnation::parse(text).map(Some).ok_or_else(malformed)
 }
 
 /// Whether the client accepts a gzip response.

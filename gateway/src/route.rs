@@ -9,7 +9,35 @@ use crate::error::ApiError;
 pub enum Route {
     Bucket(BucketId),
     Stream(StreamKey),
+    /// A subresource of a stream (extensions §2–§4); offsets and tokens stay
+    /// raw so each route answers its own malformed-value code.
+    Sub(StreamKey, Sub),
     Ops(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sub {
+    /// `snapshot/{offset}`
+    Snapshot(String),
+    /// `snapshot`: the removed latest-snapshot path.
+    SnapshotLatest,
+    /// `snapshot/{offset}/parts`
+    SnapshotParts,
+    /// `snapshot/parts` (discard)
+    DiscardParts,
+    /// `retention/{offset}`
+    Retention(String),
+    Bootstrap,
+    /// `incarnation/{token}/chunk/{offset}`
+    Chunk {
+        token: String,
+        offset: String,
+    },
+    /// `incarnation/{token}/snapshot/{offset}`
+    ImmutableSnapshot {
+        token: String,
+        offset: String,
+    },
 }
 
 pub fn route(path: &str) -> Result<Route, ApiError> {
@@ -22,11 +50,31 @@ pub fn route(path: &str) -> Result<Route, ApiError> {
         [bucket] if !bucket.is_empty() => {
             Ok(Route::Bucket(BucketId::parse(&decode(bucket)?).map_err(ApiError::InvalidId)?))
         }
-        [bucket, stream] => {
-            Ok(Route::Stream(StreamKey::parse(&decode(bucket)?, &decode(stream)?).map_err(ApiError::InvalidId)?))
+        [bucket, stream] => Ok(Route::Stream(key(bucket, stream)?)),
+        [bucket, stream, rest @ ..] => {
+            let sub = match rest {
+                ["snapshot"] => Sub::SnapshotLatest,
+                ["snapshot", "parts"] => Sub::DiscardParts,
+                ["snapshot", offset] => Sub::Snapshot(decode(offset)?),
+                ["snapshot", _, "parts"] => Sub::SnapshotParts,
+                ["retention", offset] => Sub::Retention(decode(offset)?),
+                ["bootstrap"] => Sub::Bootstrap,
+                ["incarnation", token, "chunk", offset] => {
+                    Sub::Chunk { token: decode(token)?, offset: decode(offset)? }
+                }
+                ["incarnation", token, "snapshot", offset] => {
+                    Sub::ImmutableSnapshot { token: decode(token)?, offset: decode(offset)? }
+                }
+                _ => return Err(ApiError::NotFound),
+            };
+            Ok(Route::Sub(key(bucket, stream)?, sub))
         }
         _ => Err(ApiError::NotFound),
     }
+}
+
+fn key(bucket: &str, stream: &str) -> Result<StreamKey, ApiError> {
+    StreamKey::parse(&decode(bucket)?, &decode(stream)?).map_err(ApiError::InvalidId)
 }
 
 fn decode(segment: &str) -> Result<String, ApiError> {
@@ -46,6 +94,12 @@ mod tests {
         assert!(matches!(route("/demo/hello%20world"), Ok(Route::Stream(k)) if k.stream.as_str() == "hello world"));
         assert!(matches!(route("/__ursula/metrics"), Ok(Route::Ops(p)) if p == "metrics"));
         assert_eq!(route("/demo/a/b"), Err(ApiError::NotFound));
+        assert_eq!(route("/demo/a/snapshot/x/y"), Err(ApiError::NotFound));
+        assert!(
+            matches!(route("/demo/a/snapshot/00000000000000000001"), Ok(Route::Sub(_, Sub::Snapshot(o))) if o.len() == 20)
+        );
+        assert!(matches!(route("/demo/a/bootstrap"), Ok(Route::Sub(_, Sub::Bootstrap))));
+        assert!(matches!(route("/demo/a/incarnation/1/chunk/2"), Ok(Route::Sub(_, Sub::Chunk { .. }))));
         assert_eq!(route("/"), Err(ApiError::NotFound));
         assert!(matches!(route("/Demo"), Err(ApiError::InvalidId(_))));
         assert!(matches!(route("/demo/%24x"), Err(ApiError::InvalidId(_))));

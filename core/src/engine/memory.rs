@@ -7,12 +7,11 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::watch;
-use ursula_stream::{ApplyCtx, Command, Offset, Outcome, StreamKey, StreamStore};
+use ursula_stream::{ApplyCtx, Command, Incarnation, Offset, Outcome, StreamKey, StreamStore};
 
 use super::{EngineError, GroupEngine, Waited};
 use crate::routing::GroupId;
 
-#[derive(Default)]
 struct GroupState {
     store: StreamStore,
     last_index: u64,
@@ -33,13 +32,24 @@ fn touched(command: &Command) -> Option<&StreamKey> {
         Command::Create(c) => Some(&c.key),
         Command::Append(c) => Some(&c.key),
         Command::Delete(c) => Some(&c.key),
+        Command::PublishSnapshot(c) => Some(&c.key),
+        Command::AdvanceRetention(c) => Some(&c.key),
         Command::Renew(_) | Command::Sweep => None,
     }
 }
 
 impl MemoryEngine {
     pub fn new(group_count: u32) -> MemoryEngine {
-        MemoryEngine { groups: (0..group_count.max(1)).map(|_| Mutex::new(GroupState::default())).collect() }
+        let group = || {
+            // Each group's history begins now: a random id keeps its tokens
+            // apart from those of any earlier run.
+            Mutex::new(GroupState {
+                store: StreamStore::new(fastrand::u64(..)),
+                last_index: 0,
+                watchers: HashMap::new(),
+            })
+        };
+        MemoryEngine { groups: (0..group_count.max(1)).map(|_| group()).collect() }
     }
 
     fn group(&self, group: GroupId) -> Result<std::sync::MutexGuard<'_, GroupState>, EngineError> {
@@ -81,7 +91,7 @@ impl GroupEngine for MemoryEngine {
         &self,
         group: GroupId,
         key: &StreamKey,
-        incarnation: u64,
+        incarnation: Incarnation,
         offset: Offset,
         timeout: Duration,
     ) -> Result<Waited, EngineError> {

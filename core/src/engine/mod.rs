@@ -7,7 +7,7 @@ mod memory;
 use std::future::Future;
 
 pub use memory::MemoryEngine;
-use ursula_stream::{Command, Offset, Outcome, StreamKey, StreamStore};
+use ursula_stream::{Command, Incarnation, Offset, Outcome, StreamKey, StreamStore};
 
 use crate::routing::GroupId;
 
@@ -36,7 +36,7 @@ pub trait GroupEngine: Send + Sync + 'static {
         &self,
         group: GroupId,
         key: &StreamKey,
-        incarnation: u64,
+        incarnation: Incarnation,
         offset: Offset,
         timeout: std::time::Duration,
     ) -> impl Future<Output = Result<Waited, EngineError>> + Send;

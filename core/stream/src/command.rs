@@ -5,9 +5,12 @@ use bytes::Bytes;
 
 use crate::content_type::ContentType;
 use crate::ids::StreamKey;
+use crate::incarnation::Incarnation;
 use crate::json_text::{self, JsonTextError};
 use crate::lifetime::Lifetime;
+use crate::offset::Offset;
 use crate::producer::ProducerHeaders;
+use crate::snapshot::SnapshotDigest;
 use crate::stream_seq::StreamSeq;
 
 /// What the proposer stamps on every command: time never comes from a clock
@@ -25,6 +28,8 @@ pub enum Command {
     Create(CreateStream),
     Append(AppendStream),
     Delete(DeleteStream),
+    PublishSnapshot(PublishSnapshot),
+    AdvanceRetention(AdvanceRetention),
     Renew(RenewStream),
     /// Removes every stream whose lifetime ended.
     Sweep,
@@ -39,6 +44,8 @@ pub struct CreateStream {
     pub closed: bool,
     pub stream_seq: Option<StreamSeq>,
     pub body: Body,
+    /// `Stream-Incarnation` precondition.
+    pub expect: Option<Incarnation>,
 }
 
 /// `POST /{bucket}/{stream}`: an append, a close, or both.
@@ -51,19 +58,42 @@ pub struct AppendStream {
     pub close: bool,
     pub stream_seq: Option<StreamSeq>,
     pub producer: Option<ProducerHeaders>,
+    /// `Stream-Incarnation` precondition, compared when the write applies.
+    pub expect: Option<Incarnation>,
 }
 
 /// `DELETE /{bucket}/{stream}`.
 #[derive(Debug, Clone)]
 pub struct DeleteStream {
     pub key: StreamKey,
+    pub expect: Option<Incarnation>,
+}
+
+/// `PUT /{bucket}/{stream}/snapshot/{offset}` (extensions §2.2). The
+/// proposer computes the digest once.
+#[derive(Debug, Clone)]
+pub struct PublishSnapshot {
+    pub key: StreamKey,
+    pub offset: Offset,
+    pub content_type: ContentType,
+    pub body: Bytes,
+    pub digest: SnapshotDigest,
+    pub expect: Option<Incarnation>,
+}
+
+/// `PUT /{bucket}/{stream}/retention/{offset}` (extensions §2.2, Retention Effect).
+#[derive(Debug, Clone)]
+pub struct AdvanceRetention {
+    pub key: StreamKey,
+    pub offset: Offset,
+    pub expect: Option<Incarnation>,
 }
 
 /// A read's renewal of a sliding TTL; applies only to the incarnation read.
 #[derive(Debug, Clone)]
 pub struct RenewStream {
     pub key: StreamKey,
-    pub incarnation: u64,
+    pub incarnation: Incarnation,
 }
 
 /// A request body, prepared before it is proposed: a JSON body is validated

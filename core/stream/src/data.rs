@@ -39,6 +39,35 @@ impl StreamData {
         self.chunks.push(bytes);
     }
 
+    /// Whether a JSON message ends just before `pos` (or `pos` is the first
+    /// readable offset, itself a boundary).
+    pub fn is_message_boundary(&self, pos: u64) -> bool {
+        pos == self.first() || self.byte_at(pos.wrapping_sub(1)) == Some(b'\n')
+    }
+
+    /// The first offset still held.
+    pub fn first(&self) -> u64 {
+        self.starts.first().copied().unwrap_or(self.len)
+    }
+
+    /// Drops the bytes below `offset` (retention); offsets do not move.
+    pub fn trim_before(&mut self, offset: u64) {
+        let keep_from = self.starts.partition_point(|&s| s <= offset).saturating_sub(1);
+        self.chunks.drain(..keep_from);
+        self.starts.drain(..keep_from);
+        if let (Some(first), Some(start)) = (self.chunks.first_mut(), self.starts.first_mut())
+            && *start < offset
+        {
+            let cut = usize::try_from(offset - *start).unwrap_or(usize::MAX).min(first.len());
+            *first = first.slice(cut..);
+            *start = offset;
+            if first.is_empty() {
+                self.chunks.remove(0);
+                self.starts.remove(0);
+            }
+        }
+    }
+
     fn byte_at(&self, pos: u64) -> Option<u8> {
         let idx = self.starts.partition_point(|&s| s <= pos).checked_sub(1)?;
         let chunk = self.chunks.get(idx)?;
@@ -126,6 +155,25 @@ mod tests {
         assert_eq!(join(d.slice(2, 5)), "cde");
         assert_eq!(join(d.slice(7, 8)), "h");
         assert!(d.slice(8, 8).is_empty());
+    }
+
+    #[test]
+    fn trimming_keeps_offsets_and_the_rest_of_the_bytes() {
+        let mut d = data(&["abc", "defg", "h"]);
+        d.trim_before(5);
+        assert_eq!(d.first(), 5);
+        assert_eq!(join(d.slice(5, 8)), "fgh");
+        assert_eq!(d.tail(), Offset(8));
+        d.trim_before(8);
+        assert!(d.slice(5, 8).is_empty());
+        assert_eq!(d.first(), 8);
+    }
+
+    #[test]
+    fn message_boundaries() {
+        let d = data(&["1\n", "22\n"]);
+        assert!(d.is_message_boundary(0) && d.is_message_boundary(2) && d.is_message_boundary(5));
+        assert!(!d.is_message_boundary(1) && !d.is_message_boundary(3));
     }
 
     #[test]

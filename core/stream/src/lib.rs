@@ -7,6 +7,7 @@
 //!   protocol values.
 //! - `json_text`: the JSON Message Text rule (validate, strip, flatten).
 //! - `producer`: idempotent producer state and decisions.
+//! - `incarnation`, `snapshot`: stream tokens and application snapshots.
 //! - `command`, `outcome`: what goes in and what comes out.
 //! - `data`: a stream's bytes as shared chunks.
 //! - `store`: the streams of one group and `apply`.
@@ -15,21 +16,30 @@ pub mod command;
 pub mod content_type;
 pub mod data;
 pub mod ids;
+pub mod incarnation;
 pub mod json_text;
 pub mod lifetime;
 pub mod offset;
 pub mod outcome;
 pub mod producer;
+pub mod snapshot;
 pub mod store;
 pub mod stream_seq;
 
-pub use command::{AppendStream, ApplyCtx, Body, Command, CreateStream, DeleteStream, RenewStream};
+pub use command::{
+    AdvanceRetention, AppendStream, ApplyCtx, Body, Command, CreateStream, DeleteStream, PublishSnapshot, RenewStream,
+};
 pub use content_type::ContentType;
 pub use data::Boundary;
 pub use ids::{BucketId, IdError, StreamId, StreamKey};
+pub use incarnation::Incarnation;
 pub use lifetime::Lifetime;
 pub use offset::{Offset, ReadFrom};
-pub use outcome::{AppendKind, AppendOk, CreateOk, ProducerAck, ReadView, Rejection, StreamInfo};
+pub use outcome::{
+    AppendKind, AppendOk, BootstrapView, CreateOk, ProducerAck, ReadView, Rejection, SnapshotOk, SnapshotView,
+    StreamInfo,
+};
 pub use producer::{ProducerHeaders, Receipt};
+pub use snapshot::{Snapshot, SnapshotDigest, SnapshotMeta};
 pub use store::{Outcome, ReadQuery, StreamStore};
 pub use stream_seq::StreamSeq;

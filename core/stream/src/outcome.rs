@@ -3,21 +3,26 @@
 //! replicated log reproduces on every replica.
 
 use crate::content_type::ContentType;
+use crate::incarnation::Incarnation;
 use crate::json_text::JsonTextError;
 use crate::lifetime::Lifetime;
 use crate::offset::Offset;
 use crate::producer::{ClosedEpoch, Receipt};
+use crate::snapshot::{Snapshot, SnapshotMeta};
 use crate::stream_seq::StreamSeq;
 
 /// The stream-level facts most answers carry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamInfo {
-    /// Unique per incarnation of a key: delete-and-recreate changes it.
-    pub incarnation: u64,
+    /// Changes when the stream is recreated at the same key.
+    pub incarnation: Incarnation,
     pub content_type: ContentType,
     pub lifetime: Lifetime,
     pub tail: Offset,
     pub closed: bool,
+    /// The earliest readable offset.
+    pub retained: Offset,
+    pub snapshot: Option<SnapshotMeta>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,10 +91,40 @@ pub enum Rejection {
         current: u64,
     },
     ProducerDigestMismatch,
+    /// A write with `Stream-Incarnation` that could reach a forgotten epoch.
+    ProducerExpired {
+        floor: u64,
+    },
+    /// The stream holds as many producers as it may, none idle enough to evict.
+    ProducerLimit,
+    /// `Stream-Incarnation` named another incarnation (or none exists).
+    IncarnationMismatch {
+        current: Option<Incarnation>,
+    },
+    /// A read below the retained offset.
+    StreamGone {
+        retained: Offset,
+        incarnation: Incarnation,
+    },
     /// A read beyond the tail.
     OffsetBeyondTail {
         tail: Offset,
+        incarnation: Incarnation,
     },
+    /// No snapshot at that offset is the latest one.
+    SnapshotNotFound {
+        incarnation: Incarnation,
+    },
+    /// Another snapshot is the latest: newer, or different at the same offset.
+    SnapshotConflict {
+        latest: SnapshotMeta,
+    },
+    /// A snapshot offset beyond the tail.
+    SnapshotBeyondTail,
+    /// On a JSON stream, an offset inside a message.
+    NotJsonBoundary,
+    /// A retention boundary beyond the tail or newer than the latest snapshot.
+    InvalidRetention,
 }
 
 /// The stable error code of each refusal (extensions §11).
@@ -110,9 +145,42 @@ impl Rejection {
             Rejection::ProducerSeqGap { .. } => "PRODUCER_SEQ_CONFLICT",
             Rejection::ProducerKeyConflict { .. } => "PRODUCER_KEY_CONFLICT",
             Rejection::ProducerDigestMismatch => "PRODUCER_DIGEST_MISMATCH",
+            Rejection::ProducerExpired { .. } => "PRODUCER_EXPIRED",
+            Rejection::ProducerLimit => "PRODUCER_LIMIT",
+            Rejection::IncarnationMismatch { .. } => "INCARNATION_MISMATCH",
+            Rejection::StreamGone { .. } => "STREAM_GONE",
             Rejection::OffsetBeyondTail { .. } => "OFFSET_OUT_OF_RANGE",
+            Rejection::SnapshotNotFound { .. } => "SNAPSHOT_NOT_FOUND",
+            Rejection::SnapshotConflict { .. } | Rejection::SnapshotBeyondTail => "SNAPSHOT_CONFLICT",
+            Rejection::NotJsonBoundary => "NOT_JSON_BOUNDARY",
+            Rejection::InvalidRetention => "INVALID_RETENTION",
         }
     }
+}
+
+/// A published (or repeated) snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotOk {
+    pub snapshot: SnapshotMeta,
+    pub info: StreamInfo,
+}
+
+/// The latest snapshot, body included, with the stream it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotView {
+    pub snapshot: Snapshot,
+    pub info: StreamInfo,
+}
+
+/// A `/bootstrap` answer: the snapshot, then the updates `[start, next)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BootstrapView {
+    pub info: StreamInfo,
+    pub snapshot: Option<Snapshot>,
+    /// The snapshot point: the snapshot's offset, else the retained offset.
+    pub start: Offset,
+    pub next: Offset,
+    pub updates: Vec<bytes::Bytes>,
 }
 
 /// A catch-up read's answer: the bytes of `[start, next)`.

@@ -63,6 +63,8 @@ pub struct ProducerState {
     pub newest_identity: Option<[u8; 32]>,
     /// Identity of the claim (seq 0) of the current epoch, held for the epoch's lifetime.
     pub claim_identity: Option<[u8; 32]>,
+    /// Opened by a claim above the stream's epoch floor (extensions §5.4).
+    pub opened_above_floor: bool,
 }
 
 /// How the producer rules decide a write, before anything else is checked.
@@ -125,17 +127,24 @@ pub fn decide(state: Option<&ProducerState>, write: &ProducerHeaders) -> Produce
     }
 }
 
-/// The state after a write that `decide` let proceed has applied.
+/// The state after a write that `decide` let proceed has applied. A claim
+/// that replaces state opened at or below the epoch floor reports no
+/// closure: the epoch it replaces may be one the stream forgot.
 pub fn record(
     previous: Option<&ProducerState>,
     write: &ProducerHeaders,
     receipt: Receipt,
     now_ms: u64,
+    floor: Option<u64>,
 ) -> ProducerState {
-    let closed_epoch = match previous {
-        Some(prev) if prev.epoch < write.epoch => Some(ClosedEpoch { epoch: prev.epoch, seq: prev.last_seq }),
-        Some(prev) => prev.closed_epoch,
-        None => None,
+    let above_floor = floor.is_none_or(|f| write.epoch > f);
+    let (closed_epoch, opened_above_floor) = match previous {
+        Some(prev) if prev.epoch < write.epoch => {
+            let closed = prev.opened_above_floor.then_some(ClosedEpoch { epoch: prev.epoch, seq: prev.last_seq });
+            (closed, prev.opened_above_floor || above_floor)
+        }
+        Some(prev) => (prev.closed_epoch, prev.opened_above_floor),
+        None => (None, above_floor),
     };
     let claim_identity = match previous {
         Some(prev) if prev.epoch == write.epoch => prev.claim_identity,
@@ -149,6 +158,7 @@ pub fn record(
         last_seen_ms: now_ms,
         newest_identity: write.identity(),
         claim_identity,
+        opened_above_floor,
     }
 }
 
@@ -174,6 +184,7 @@ mod tests {
             last_seen_ms: 0,
             newest_identity: None,
             claim_identity: None,
+            opened_above_floor: true,
         }
     }
 
@@ -205,17 +216,17 @@ mod tests {
     #[test]
     fn the_digest_is_part_of_the_identity_of_the_newest_write_and_the_claim() {
         let receipt = Receipt { start: Offset(0), next: Offset(1), closed: false };
-        let claim = record(None, &with_digest(w(0, 0), 1), receipt, 0);
+        let claim = record(None, &with_digest(w(0, 0), 1), receipt, 0, None);
         assert_eq!(
             decide(Some(&claim), &with_digest(w(0, 0), 1)),
             ProducerDecision::Duplicate { receipt: Some(receipt) }
         );
         assert_eq!(decide(Some(&claim), &with_digest(w(0, 0), 2)), ProducerDecision::KeyConflict { current: 0 });
         assert_eq!(decide(Some(&claim), &w(0, 0)), ProducerDecision::KeyConflict { current: 0 });
-        let second = record(Some(&claim), &w(0, 1), receipt, 0);
+        let second = record(Some(&claim), &w(0, 1), receipt, 0, None);
         // The claim's identity is held for the epoch; older writes are not.
         assert_eq!(decide(Some(&second), &w(0, 0)), ProducerDecision::KeyConflict { current: 0 });
-        let third = record(Some(&second), &w(0, 2), receipt, 0);
+        let third = record(Some(&second), &w(0, 2), receipt, 0, None);
         assert_eq!(decide(Some(&third), &with_digest(w(0, 1), 9)), ProducerDecision::Duplicate { receipt: None });
         assert_eq!(decide(Some(&third), &with_digest(w(0, 2), 9)), ProducerDecision::KeyConflict { current: 0 });
     }
@@ -224,7 +235,7 @@ mod tests {
     fn a_claim_remembers_the_epoch_it_closed() {
         let prev = state(1, 9);
         let receipt = Receipt { start: Offset(0), next: Offset(1), closed: false };
-        let next = record(Some(&prev), &w(2, 0), receipt, 5);
+        let next = record(Some(&prev), &w(2, 0), receipt, 5, None);
         assert_eq!(next.closed_epoch, Some(ClosedEpoch { epoch: 1, seq: 9 }));
         assert_eq!(
             decide(Some(&next), &w(1, 3)),

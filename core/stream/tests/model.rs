@@ -55,21 +55,21 @@ proptest! {
     #[test]
     fn store_matches_a_byte_vector_model(ops in prop::collection::vec(op(), 1..80)) {
         let ct = ContentType::octet_stream();
-        let mut store = StreamStore::new();
+        let mut store = StreamStore::new(1);
         let mut index = 0u64;
         let mut ctx = || { index += 1; ApplyCtx { now_ms: 1_000 + index, log_index: index } };
         let mut model: HashMap<u8, Vec<u8>> = HashMap::new();
         let mut next_seq: HashMap<u8, u64> = HashMap::new();
         let mut last_tail: HashMap<u8, u64> = HashMap::new();
         for s in 0..3u8 {
-            let create = CreateStream { key: key(s), content_type: ct.clone(), lifetime: Lifetime::Forever, closed: false, stream_seq: None, body: Body::Empty };
+            let create = CreateStream { key: key(s), content_type: ct.clone(), lifetime: Lifetime::Forever, closed: false, stream_seq: None, body: Body::Empty, expect: None };
             prop_assert!(matches!(store.apply(Command::Create(create), ctx()), Outcome::Create(Ok(_))));
             model.insert(s, Vec::new());
         }
         for op in ops {
             match op {
                 Op::Append { stream, data } => {
-                    let cmd = AppendStream { key: key(stream), content_type: Some(ct.clone()), body: Body::Bytes(Bytes::from(data.clone())), close: false, stream_seq: None, producer: None };
+                    let cmd = AppendStream { key: key(stream), content_type: Some(ct.clone()), body: Body::Bytes(Bytes::from(data.clone())), close: false, stream_seq: None, producer: None, expect: None };
                     let Outcome::Append(Ok(ok)) = store.apply(Command::Append(cmd), ctx()) else { return Err(TestCaseError::fail("append refused")) };
                     let expected_start = model[&stream].len() as u64;
                     let receipt = ok.receipt.expect("a plain append has a receipt");
@@ -89,6 +89,7 @@ proptest! {
                         close: false,
                         stream_seq: None,
                         producer: Some(ProducerHeaders { id: "p".into(), epoch: 0, seq, digest: None }),
+                        expect: None,
                     };
                     let before = model[&stream].len();
                     let Outcome::Append(Ok(ok)) = store.apply(Command::Append(cmd), ctx()) else { return Err(TestCaseError::fail("producer write refused")) };

@@ -1,22 +1,40 @@
 //! `HEAD /{bucket}/{stream}` (spec/29-head-stream.md). Never renews a TTL.
 
+use http::HeaderMap;
 use http::StatusCode;
 use http::header;
-use ursula_stream::StreamKey;
+use ursula_stream::{Incarnation, Rejection, StreamInfo, StreamKey};
 
 use super::Shared;
 use super::write::stream_headers;
 use crate::backend::Backend;
 use crate::error::ApiError;
-use crate::headers::names;
+use crate::headers::{self, names};
 use crate::limits::MAX_REQUEST_BYTES;
 use crate::render::{self, Answer};
 
-pub async fn head<B: Backend>(shared: &Shared<B>, key: StreamKey) -> Result<Answer, ApiError> {
+pub async fn head<B: Backend>(shared: &Shared<B>, key: StreamKey, h: &HeaderMap) -> Result<Answer, ApiError> {
+    let expect = headers::incarnation(h)?;
     let info = shared.backend.head(key).await?;
-    let b = stream_headers(render::builder(StatusCode::OK), &info)
+    check_expect(expect, &info)?;
+    let mut b = stream_headers(render::builder(StatusCode::OK), &info)
         .header(header::CACHE_CONTROL, "no-store")
-        .header("stream-retained-offset", ursula_stream::Offset::ZERO.to_string())
+        .header(names::STREAM_RETAINED_OFFSET, info.retained.to_string())
         .header(names::URSULA_MAX_REQUEST_BYTES, MAX_REQUEST_BYTES.to_string());
+    if let Some(snapshot) = info.snapshot {
+        b = b
+            .header(names::STREAM_SNAPSHOT_OFFSET, snapshot.offset.to_string())
+            .header(names::STREAM_SNAPSHOT_DIGEST, snapshot.digest.to_string());
+    }
     Ok(render::finish(b, render::empty()))
+}
+
+/// A read's `Stream-Incarnation` precondition, against the state that served it.
+pub fn check_expect(expect: Option<Incarnation>, info: &StreamInfo) -> Result<(), ApiError> {
+    match expect {
+        Some(e) if e != info.incarnation => {
+            Err(Rejection::IncarnationMismatch { current: Some(info.incarnation) }.into())
+        }
+        _ => Ok(()),
+    }
 }

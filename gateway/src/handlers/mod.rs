@@ -6,11 +6,17 @@
 //! - `head`: `HEAD` metadata.
 //! - `read`: catch-up and long-poll reads, ETags, gzip.
 //! - `sse`: Server-Sent Events framing and the live loop.
+//! - `snapshot`: snapshot publish and read (with byte ranges), retention.
+//! - `bootstrap`: `/bootstrap` as `multipart/mixed`.
+//! - `immutable`: the cacheable chunk and snapshot resources.
 //! - `ops`: `/__ursula/` operational endpoints.
 
+mod bootstrap;
 mod head;
+mod immutable;
 mod ops;
 mod read;
+mod snapshot;
 mod sse;
 mod write;
 
@@ -25,7 +31,7 @@ use crate::error::ApiError;
 use crate::limits::MAX_REQUEST_BYTES;
 use crate::options::HttpOptions;
 use crate::render::{self, Answer};
-use crate::route::{Route, route};
+use crate::route::{Route, Sub, route};
 
 /// What every handler shares.
 pub struct Shared<B> {
@@ -69,10 +75,37 @@ where
         Route::Stream(key) => match *req.method() {
             Method::PUT => write::create(&shared, key, req).await,
             Method::POST => write::append(&shared, key, req).await,
-            Method::DELETE => write::delete(&shared, key).await,
-            Method::HEAD => head::head(&shared, key).await,
+            Method::DELETE => write::delete(&shared, key, req.headers()).await,
+            Method::HEAD => head::head(&shared, key, req.headers()).await,
             Method::GET => read::get(shared, key, req).await,
             _ => Err(ApiError::MethodNotAllowed),
+        },
+        Route::Sub(key, sub) => match sub {
+            Sub::Snapshot(offset) => match *req.method() {
+                Method::PUT => snapshot::publish(&shared, key, &offset, req).await,
+                Method::GET | Method::HEAD => snapshot::read(&shared, key, &offset, &req).await,
+                _ => Err(ApiError::MethodNotAllowed),
+            },
+            Sub::SnapshotLatest => Err(ApiError::Unsupported(
+                "the latest-snapshot path was removed; take Stream-Snapshot-Offset from HEAD and read snapshot/{offset}"
+                    .into(),
+            )),
+            Sub::SnapshotParts if req.method() == Method::POST => Err(ApiError::NoColdStore),
+            Sub::DiscardParts if req.method() == Method::DELETE => Err(ApiError::NoColdStore),
+            Sub::SnapshotParts | Sub::DiscardParts => Err(ApiError::MethodNotAllowed),
+            Sub::Retention(offset) if req.method() == Method::PUT => {
+                snapshot::retention(&shared, key, &offset, req.headers()).await
+            }
+            Sub::Bootstrap if req.method() == Method::GET => bootstrap::bootstrap(&shared, key, &req).await,
+            Sub::Chunk { token, offset } if matches!(*req.method(), Method::GET | Method::HEAD) => {
+                immutable::chunk(&shared, key, &token, &offset, &req).await
+            }
+            Sub::ImmutableSnapshot { token, offset } if matches!(*req.method(), Method::GET | Method::HEAD) => {
+                immutable::snapshot(&shared, key, &token, &offset, &req).await
+            }
+            Sub::Retention(_) | Sub::Bootstrap | Sub::Chunk { .. } | Sub::ImmutableSnapshot { .. } => {
+                Err(ApiError::MethodNotAllowed)
+            }
         },
         Route::Ops(path) => ops::ops(&shared, &path, req.method()).await,
     }

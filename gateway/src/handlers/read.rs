@@ -8,8 +8,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap};
 use http::{Request, StatusCode};
-use ursula_stream::{Boundary, ReadFrom, ReadQuery, ReadView, StreamKey};
+use ursula_stream::{Boundary, Incarnation, ReadFrom, ReadQuery, ReadView, StreamKey};
 
+use super::head::check_expect;
 use super::{Shared, sse};
 use crate::backend::{Backend, WaitOutcome};
 use crate::cursor::next_cursor;
@@ -25,14 +26,16 @@ where
     B: Backend,
 {
     let params = ReadParams::parse(req.uri().query())?;
+    let expect = headers::incarnation(req.headers())?;
     let from = params.offset.unwrap_or(ReadFrom::Start);
     match params.live {
-        LiveMode::Sse => sse::open(shared, key, from, params).await,
+        LiveMode::Sse => sse::open(shared, key, from, params, expect).await,
         LiveMode::CatchUp => {
             let view = shared.backend.read(key, query(&shared, from, params.max_bytes)).await?;
+            check_expect(expect, &view.info)?;
             Ok(data_answer(&shared, &view, req.headers(), from == ReadFrom::Tail, None))
         }
-        LiveMode::LongPoll => long_poll(&shared, key, from, &params, req.headers()).await,
+        LiveMode::LongPoll => long_poll(&shared, key, from, &params, expect, req.headers()).await,
     }
 }
 
@@ -54,10 +57,12 @@ async fn long_poll<B: Backend>(
     key: StreamKey,
     from: ReadFrom,
     params: &ReadParams,
+    expect: Option<Incarnation>,
     request: &HeaderMap,
 ) -> Result<Answer, ApiError> {
     let cursor = next_cursor(now_ms(), params.cursor.as_deref());
     let mut view = shared.backend.read(key.clone(), query(shared, from, params.max_bytes)).await?;
+    check_expect(expect, &view.info)?;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(params.timeout_ms);
     // `offset=now` starts waiting at once: the answer carries only future data.
     while view.is_empty() && !view.closed_at_end {
@@ -67,6 +72,8 @@ async fn long_poll<B: Backend>(
         }
         let waited = shared.backend.wait(key.clone(), view.info.incarnation, view.next, left).await?;
         view = shared.backend.read(key.clone(), query(shared, ReadFrom::At(view.next), params.max_bytes)).await?;
+        // A long-poll ends when the stream it registered against is replaced.
+        check_expect(expect, &view.info)?;
         if waited == WaitOutcome::TimedOut {
             break;
         }
@@ -74,6 +81,7 @@ async fn long_poll<B: Backend>(
     if view.is_empty() {
         let mut b = render::builder(StatusCode::NO_CONTENT)
             .header(names::STREAM_NEXT_OFFSET, view.next.to_string())
+            .header(names::STREAM_INCARNATION, view.info.incarnation.to_string())
             .header(names::STREAM_UP_TO_DATE, "true")
             .header(header::CACHE_CONTROL, "no-store");
         if view.closed_at_end {
@@ -94,7 +102,7 @@ fn etag(view: &ReadView, weak: bool) -> String {
 }
 
 /// `If-None-Match`, compared weakly (RFC 9110 §13.1.2).
-fn none_match(request: &HeaderMap, tag: &str) -> bool {
+pub fn none_match(request: &HeaderMap, tag: &str) -> bool {
     let strip = |t: &str| t.trim().trim_start_matches("W/").to_string();
     let ours = strip(tag);
     request

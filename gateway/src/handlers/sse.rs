@@ -13,9 +13,10 @@ use http::StatusCode;
 use http::header;
 use http_body::Frame;
 use http_body_util::{BodyExt, StreamBody};
-use ursula_stream::{ReadFrom, ReadView, Rejection, StreamKey};
+use ursula_stream::{Incarnation, ReadFrom, ReadView, Rejection, StreamKey};
 
 use super::Shared;
+use super::head::check_expect;
 use super::read::{concat, json_array, now_ms, query};
 use crate::backend::{Backend, BackendError};
 use crate::cursor::next_cursor;
@@ -41,7 +42,9 @@ enum Encoding {
 struct Live<B> {
     shared: Arc<Shared<B>>,
     key: StreamKey,
-    incarnation: u64,
+    incarnation: Incarnation,
+    /// The client named the incarnation: a replacement is a mismatch, not a missing stream.
+    expected: bool,
     next: ursula_stream::Offset,
     max_bytes: u64,
     cursor: u64,
@@ -55,6 +58,7 @@ pub async fn open<B: Backend>(
     key: StreamKey,
     from: ReadFrom,
     params: ReadParams,
+    expect: Option<Incarnation>,
 ) -> Result<Answer, ApiError> {
     // The first read decides the status: a missing stream is a plain 404.
     let view = match shared.backend.read(key.clone(), sse_query(&shared, from, params.max_bytes)).await {
@@ -69,6 +73,7 @@ pub async fn open<B: Backend>(
         }
         Err(e) => return Err(e.into()),
     };
+    check_expect(expect, &view.info)?;
     let ct = view.info.content_type.clone();
     let encoding = if !ct.is_text() {
         Encoding::Base64
@@ -82,7 +87,8 @@ pub async fn open<B: Backend>(
     let mut b = render::builder(StatusCode::OK)
         .header(header::CONTENT_TYPE, "text/event-stream")
         .header(header::CACHE_CONTROL, "no-cache")
-        .header(names::STREAM_DATA_CONTENT_TYPE, data_type);
+        .header(names::STREAM_DATA_CONTENT_TYPE, data_type)
+        .header(names::STREAM_INCARNATION, view.info.incarnation.to_string());
     if encoding == Encoding::Base64 {
         b = b.header(names::STREAM_SSE_DATA_ENCODING, "base64");
     }
@@ -90,6 +96,7 @@ pub async fn open<B: Backend>(
         shared,
         key,
         incarnation: view.info.incarnation,
+        expected: expect.is_some(),
         next: view.next,
         max_bytes: params.max_bytes,
         cursor: next_cursor(now_ms(), params.cursor.as_deref()),
@@ -137,8 +144,14 @@ impl<B: Backend> Live<B> {
                         return Some(error_event(&ApiError::from(e)));
                     }
                     Ok(view) if view.info.incarnation != self.incarnation => {
+                        // The stream this session was opened against was replaced.
                         self.done = true;
-                        return Some(error_event(&ApiError::from(Rejection::StreamNotFound)));
+                        let err = if self.expected {
+                            Rejection::IncarnationMismatch { current: Some(view.info.incarnation) }
+                        } else {
+                            Rejection::StreamNotFound
+                        };
+                        return Some(error_event(&ApiError::from(err)));
                     }
                     Ok(view) if view.is_empty() && !view.closed_at_end => continue,
                     Ok(view) => break view,

@@ -5,7 +5,7 @@ use http::header::{self, HeaderValue};
 use http::{HeaderMap, Request, StatusCode};
 use ursula_stream::producer::WriteDigest;
 use ursula_stream::{
-    AppendKind, AppendOk, AppendStream, Body, ContentType, CreateStream, Lifetime, StreamInfo, StreamKey,
+    AppendKind, AppendOk, AppendStream, Body, ContentType, CreateStream, DeleteStream, Lifetime, StreamInfo, StreamKey,
 };
 
 use super::{Shared, read_body};
@@ -30,10 +30,12 @@ where
     let lifetime = headers::lifetime(h)?;
     let closed = headers::stream_closed(h);
     let stream_seq = headers::stream_seq(h)?;
+    let expect = headers::incarnation(h)?;
     let location = absolute_url(h, req.uri());
     let raw = read_body(req).await?;
     let body = Body::prepare(Some(&content_type), raw);
-    let ok = shared.backend.create(CreateStream { key, content_type, lifetime, closed, stream_seq, body }).await?;
+    let ok =
+        shared.backend.create(CreateStream { key, content_type, lifetime, closed, stream_seq, body, expect }).await?;
     let status = if ok.created { StatusCode::CREATED } else { StatusCode::OK };
     let mut b = stream_headers(render::builder(status), &ok.info);
     if ok.created {
@@ -54,6 +56,7 @@ where
     let stream_seq = headers::stream_seq(h)?;
     let mut producer = headers::producer(h)?;
     let claimed_digest = headers::producer_digest(h)?;
+    let expect = headers::incarnation(h)?;
     // A close-only request may carry any Content-Type; it is never checked.
     let content_type = headers::content_type(h).or_else(|e| if close { Ok(None) } else { Err(e) })?;
     let raw = read_body(req).await?;
@@ -63,7 +66,8 @@ where
     }
     let body = Body::prepare(content_type.as_ref(), raw);
     let has_body = !body.is_empty();
-    let ok = shared.backend.append(AppendStream { key, content_type, body, close, stream_seq, producer }).await?;
+    let ok =
+        shared.backend.append(AppendStream { key, content_type, body, close, stream_seq, producer, expect }).await?;
     Ok(append_answer(&ok, has_body))
 }
 
@@ -74,7 +78,7 @@ fn append_answer(ok: &AppendOk, has_body: bool) -> Answer {
         (Some(_), AppendKind::Applied) if has_body => StatusCode::OK,
         _ => StatusCode::NO_CONTENT,
     };
-    let mut b = render::builder(status);
+    let mut b = render::builder(status).header(names::STREAM_INCARNATION, ok.info.incarnation.to_string());
     match ok.receipt {
         Some(receipt) => {
             b = b.header(names::STREAM_NEXT_OFFSET, receipt.next.to_string());
@@ -100,8 +104,9 @@ fn append_answer(ok: &AppendOk, has_body: bool) -> Answer {
     render::finish(b, render::empty())
 }
 
-pub async fn delete<B: Backend>(shared: &Shared<B>, key: StreamKey) -> Result<Answer, ApiError> {
-    shared.backend.delete(key).await?;
+pub async fn delete<B: Backend>(shared: &Shared<B>, key: StreamKey, h: &HeaderMap) -> Result<Answer, ApiError> {
+    let expect = headers::incarnation(h)?;
+    shared.backend.delete(DeleteStream { key, expect }).await?;
     Ok(render::finish(render::builder(StatusCode::NO_CONTENT), render::empty()))
 }
 
@@ -109,7 +114,8 @@ pub async fn delete<B: Backend>(shared: &Shared<B>, key: StreamKey) -> Result<An
 pub fn stream_headers(mut b: http::response::Builder, info: &StreamInfo) -> http::response::Builder {
     b = b
         .header(header::CONTENT_TYPE, info.content_type.as_str())
-        .header(names::STREAM_NEXT_OFFSET, info.tail.to_string());
+        .header(names::STREAM_NEXT_OFFSET, info.tail.to_string())
+        .header(names::STREAM_INCARNATION, info.incarnation.to_string());
     if info.closed {
         b = b.header(names::STREAM_CLOSED, "true");
     }

@@ -3,7 +3,9 @@
 use super::{StreamState, StreamStore};
 use crate::command::{ApplyCtx, Body, CreateStream};
 use crate::data::StreamData;
+use crate::incarnation::Incarnation;
 use crate::lifetime::LifetimeClock;
+use crate::offset::Offset;
 use crate::outcome::{CreateOk, Rejection};
 
 impl StreamStore {
@@ -15,11 +17,15 @@ impl StreamStore {
             let same = existing.content_type == cmd.content_type
                 && existing.clock.lifetime.same_as(&cmd.lifetime)
                 && existing.closed == cmd.closed;
-            return if same {
-                Ok(CreateOk { created: false, info: existing.info() })
-            } else {
-                Err(Rejection::StreamExistsConflict)
-            };
+            if !same {
+                return Err(Rejection::StreamExistsConflict);
+            }
+            existing.check_expect(cmd.expect)?;
+            return Ok(CreateOk { created: false, info: existing.info() });
+        }
+        if cmd.expect.is_some() {
+            // A create that names an incarnation never creates one.
+            return Err(Rejection::IncarnationMismatch { current: None });
         }
         let mut data = StreamData::default();
         match cmd.body {
@@ -35,13 +41,16 @@ impl StreamStore {
             Body::Json(Err(e)) => return Err(Rejection::InvalidJson(e)),
         }
         let stream = StreamState {
-            incarnation: ctx.log_index,
+            incarnation: Incarnation::derive(self.history_id, &cmd.key, ctx.log_index, ctx.now_ms),
             content_type: cmd.content_type,
             clock: LifetimeClock::start(cmd.lifetime, ctx.now_ms),
             closed: cmd.closed,
             stream_seq: cmd.stream_seq,
             data,
             producers: Default::default(),
+            epoch_floor: None,
+            snapshot: None,
+            retained: Offset::ZERO,
         };
         let info = stream.info();
         self.streams.insert(cmd.key, stream);

@@ -5,11 +5,13 @@
 //! Module map:
 //! - `create`: `PUT` semantics (idempotent create, config match).
 //! - `append`: `POST` semantics (producer rules, closure, content, `Stream-Seq`).
-//! - `read`: catch-up reads and `HEAD`, as pure queries.
+//! - `snapshot`: publishing and reading the latest snapshot, and retention.
+//! - `read`: catch-up reads, `HEAD`, immutable chunks and bootstrap, as pure queries.
 
 mod append;
 mod create;
 mod read;
+mod snapshot;
 
 use std::collections::BTreeMap;
 
@@ -19,15 +21,18 @@ use crate::command::{ApplyCtx, Command};
 use crate::content_type::ContentType;
 use crate::data::StreamData;
 use crate::ids::StreamKey;
+use crate::incarnation::Incarnation;
 use crate::lifetime::LifetimeClock;
-use crate::outcome::{AppendOk, CreateOk, Rejection, StreamInfo};
+use crate::offset::Offset;
+use crate::outcome::{AppendOk, CreateOk, Rejection, SnapshotOk, StreamInfo};
 use crate::producer::ProducerState;
+use crate::snapshot::Snapshot;
 use crate::stream_seq::StreamSeq;
 
 /// One incarnation of a stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamState {
-    pub incarnation: u64,
+    pub incarnation: Incarnation,
     pub content_type: ContentType,
     pub clock: LifetimeClock,
     pub closed: bool,
@@ -35,6 +40,11 @@ pub struct StreamState {
     pub data: StreamData,
     /// Keyed by `Producer-Id`; a `BTreeMap` so iteration order is deterministic.
     pub producers: BTreeMap<String, ProducerState>,
+    /// The highest epoch of any producer state the stream discarded (extensions §5.4).
+    pub epoch_floor: Option<u64>,
+    pub snapshot: Option<Snapshot>,
+    /// Reads below it answer 410.
+    pub retained: Offset,
 }
 
 impl StreamState {
@@ -45,7 +55,25 @@ impl StreamState {
             lifetime: self.clock.lifetime.clone(),
             tail: self.data.tail(),
             closed: self.closed,
+            retained: self.retained,
+            snapshot: self.snapshot.as_ref().map(Snapshot::meta),
         }
+    }
+
+    /// The `Stream-Incarnation` precondition, evaluated once everything else
+    /// about the request passed (RFC 9110 §13.2).
+    fn check_expect(&self, expect: Option<Incarnation>) -> Result<(), Rejection> {
+        match expect {
+            Some(expected) if expected != self.incarnation => {
+                Err(Rejection::IncarnationMismatch { current: Some(self.incarnation) })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// On a JSON stream, whether `offset` is a message boundary.
+    fn json_boundary(&self, offset: Offset) -> bool {
+        !self.content_type.is_json() || offset == self.retained || self.data.is_message_boundary(offset.bytes())
     }
 }
 
@@ -55,25 +83,31 @@ pub enum Outcome {
     Create(Result<CreateOk, Rejection>),
     Append(Result<AppendOk, Rejection>),
     Delete(Result<(), Rejection>),
+    PublishSnapshot(Result<SnapshotOk, Rejection>),
+    AdvanceRetention(Result<StreamInfo, Rejection>),
     Renew,
     Sweep { removed: usize },
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StreamStore {
+    /// Drawn at random when this store's history began; seeds tokens.
+    history_id: u64,
     streams: BTreeMap<StreamKey, StreamState>,
 }
 
 impl StreamStore {
-    pub fn new() -> StreamStore {
-        StreamStore::default()
+    pub fn new(history_id: u64) -> StreamStore {
+        StreamStore { history_id, streams: BTreeMap::new() }
     }
 
     pub fn apply(&mut self, command: Command, ctx: ApplyCtx) -> Outcome {
         match command {
             Command::Create(cmd) => Outcome::Create(self.create(cmd, ctx)),
             Command::Append(cmd) => Outcome::Append(self.append(cmd, ctx)),
-            Command::Delete(cmd) => Outcome::Delete(self.delete(&cmd.key, ctx)),
+            Command::Delete(cmd) => Outcome::Delete(self.delete(&cmd.key, cmd.expect, ctx)),
+            Command::PublishSnapshot(cmd) => Outcome::PublishSnapshot(self.publish_snapshot(cmd, ctx)),
+            Command::AdvanceRetention(cmd) => Outcome::AdvanceRetention(self.advance_retention(cmd, ctx)),
             Command::Renew(cmd) => {
                 if let Some(stream) = self.live_mut(&cmd.key, ctx.now_ms)
                     && stream.incarnation == cmd.incarnation
@@ -90,8 +124,9 @@ impl StreamStore {
         }
     }
 
-    fn delete(&mut self, key: &StreamKey, ctx: ApplyCtx) -> Result<(), Rejection> {
-        self.live_mut(key, ctx.now_ms).ok_or(Rejection::StreamNotFound)?;
+    fn delete(&mut self, key: &StreamKey, expect: Option<Incarnation>, ctx: ApplyCtx) -> Result<(), Rejection> {
+        let stream = self.live_mut(key, ctx.now_ms).ok_or(Rejection::StreamNotFound)?;
+        stream.check_expect(expect)?;
         self.streams.remove(key);
         Ok(())
     }

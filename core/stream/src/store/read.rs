@@ -1,11 +1,13 @@
-//! Catch-up reads and `HEAD`: pure queries over the store. A read that
-//! should renew a sliding TTL says so; the shell proposes the renewal.
+//! Catch-up reads, `HEAD` and bootstrap: pure queries over the store. A
+//! read that should renew a sliding TTL says so; the shell proposes the
+//! renewal. The `Stream-Incarnation` precondition of a read is compared by
+//! the caller against the `StreamInfo` of the state that served it.
 
 use super::StreamStore;
 use crate::data::Boundary;
 use crate::ids::StreamKey;
 use crate::offset::{Offset, ReadFrom};
-use crate::outcome::{ReadView, Rejection, StreamInfo};
+use crate::outcome::{BootstrapView, ReadView, Rejection, StreamInfo};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadQuery {
@@ -21,11 +23,15 @@ impl StreamStore {
     pub fn read(&self, key: &StreamKey, query: ReadQuery, now_ms: u64) -> Result<ReadView, Rejection> {
         let stream = self.live(key, now_ms).ok_or(Rejection::StreamNotFound)?;
         let tail = stream.data.tail();
+        let gone = || Rejection::StreamGone { retained: stream.retained, incarnation: stream.incarnation };
         let start = match query.from {
+            // `-1` names the stream's first byte; once trimmed, it is gone.
+            ReadFrom::Start if stream.retained > Offset::ZERO => return Err(gone()),
             ReadFrom::Start => Offset::ZERO,
             ReadFrom::Tail => tail,
+            ReadFrom::At(offset) if offset < stream.retained => return Err(gone()),
             ReadFrom::At(offset) if offset > tail => {
-                return Err(Rejection::OffsetBeyondTail { tail });
+                return Err(Rejection::OffsetBeyondTail { tail, incarnation: stream.incarnation });
             }
             ReadFrom::At(offset) => offset,
         };
@@ -47,5 +53,29 @@ impl StreamStore {
     /// `HEAD`: metadata only, and no renewal.
     pub fn head(&self, key: &StreamKey, now_ms: u64) -> Result<StreamInfo, Rejection> {
         self.live(key, now_ms).map(|s| s.info()).ok_or(Rejection::StreamNotFound)
+    }
+
+    /// `/bootstrap` (extensions §3): the snapshot, then the updates from the
+    /// snapshot point. A JSON stream stops at the last message boundary
+    /// within `max_bytes` (at least one message); another stream returns all
+    /// updates when they fit and none (a partial answer) otherwise.
+    pub fn bootstrap(&self, key: &StreamKey, max_bytes: u64, now_ms: u64) -> Result<BootstrapView, Rejection> {
+        let stream = self.live(key, now_ms).ok_or(Rejection::StreamNotFound)?;
+        let start = stream.snapshot.as_ref().map_or(stream.retained, |s| s.offset);
+        let tail = stream.data.tail().bytes();
+        let end = if stream.content_type.is_json() {
+            stream.data.read_end(start.bytes(), max_bytes, Boundary::Message)
+        } else if tail - start.bytes() <= max_bytes {
+            tail
+        } else {
+            start.bytes()
+        };
+        Ok(BootstrapView {
+            info: stream.info(),
+            snapshot: stream.snapshot.clone(),
+            start,
+            next: Offset(end),
+            updates: stream.data.slice(start.bytes(), end),
+        })
     }
 }

@@ -26,7 +26,7 @@ struct Harness {
 
 impl Harness {
     fn new() -> Harness {
-        Harness { store: StreamStore::new(), now_ms: 1_000_000, index: 0 }
+        Harness { store: StreamStore::new(42), now_ms: 1_000_000, index: 0 }
     }
 
     fn apply(&mut self, command: Command) -> Outcome {
@@ -51,6 +51,7 @@ impl Harness {
             closed,
             stream_seq: None,
             body,
+            expect: None,
         })) {
             Outcome::Create(r) => r,
             other => panic!("unexpected {other:?}"),
@@ -70,6 +71,7 @@ impl Harness {
             close: false,
             stream_seq: None,
             producer: None,
+            expect: None,
         }
     }
 
@@ -314,9 +316,9 @@ fn expires_at_is_fixed_and_sweep_removes_expired_streams() {
 fn delete_then_recreate_is_a_new_incarnation() {
     let mut h = Harness::new();
     let first = h.create("d", "text/plain").expect("created").info.incarnation;
-    assert_eq!(h.apply(Command::Delete(DeleteStream { key: key("d") })), Outcome::Delete(Ok(())));
+    assert_eq!(h.apply(Command::Delete(DeleteStream { key: key("d"), expect: None })), Outcome::Delete(Ok(())));
     assert_eq!(
-        h.apply(Command::Delete(DeleteStream { key: key("d") })),
+        h.apply(Command::Delete(DeleteStream { key: key("d"), expect: None })),
         Outcome::Delete(Err(Rejection::StreamNotFound))
     );
     let second = h.create("d", "text/plain").expect("recreated").info.incarnation;
@@ -342,5 +344,8 @@ fn reads_start_at_sentinels_and_refuse_offsets_beyond_the_tail() {
     assert!(!part.up_to_date && part.next == Offset(5));
     let tail = read(ReadFrom::Tail, 100).expect("tail");
     assert!(tail.is_empty() && tail.up_to_date);
-    assert_eq!(read(ReadFrom::At(Offset(7)), 1), Err(Rejection::OffsetBeyondTail { tail: Offset(6) }));
+    assert_eq!(
+        read(ReadFrom::At(Offset(7)), 1),
+        Err(Rejection::OffsetBeyondTail { tail: Offset(6), incarnation: all.info.incarnation })
+    );
 }

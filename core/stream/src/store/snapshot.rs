@@ -1,0 +1,75 @@
+//! Snapshots and retention (extensions §2.2, §2.5): publishing the latest
+//! snapshot, reading it, and advancing the retained offset.
+
+use super::StreamStore;
+use crate::command::{AdvanceRetention, ApplyCtx, PublishSnapshot};
+use crate::ids::StreamKey;
+use crate::offset::Offset;
+use crate::outcome::{Rejection, SnapshotOk, SnapshotView, StreamInfo};
+use crate::snapshot::Snapshot;
+
+impl StreamStore {
+    /// Checks run in the order the answers take precedence: the stream, the
+    /// offset against the tail and the retained offset, the JSON boundary,
+    /// the latest snapshot, then the precondition.
+    pub(super) fn publish_snapshot(&mut self, cmd: PublishSnapshot, ctx: ApplyCtx) -> Result<SnapshotOk, Rejection> {
+        let stream = self.live_mut(&cmd.key, ctx.now_ms).ok_or(Rejection::StreamNotFound)?;
+        if cmd.offset > stream.data.tail() {
+            return Err(Rejection::SnapshotBeyondTail);
+        }
+        if cmd.offset < stream.retained {
+            return Err(Rejection::StreamGone { retained: stream.retained, incarnation: stream.incarnation });
+        }
+        if !stream.json_boundary(cmd.offset) {
+            return Err(Rejection::NotJsonBoundary);
+        }
+        if let Some(latest) = &stream.snapshot {
+            let repeat = latest.offset == cmd.offset && latest.digest == cmd.digest;
+            if !repeat && cmd.offset <= latest.offset {
+                return Err(Rejection::SnapshotConflict { latest: latest.meta() });
+            }
+            if repeat {
+                stream.check_expect(cmd.expect)?;
+                return Ok(SnapshotOk { snapshot: latest.meta(), info: stream.info() });
+            }
+        }
+        stream.check_expect(cmd.expect)?;
+        let snapshot =
+            Snapshot { offset: cmd.offset, content_type: cmd.content_type, body: cmd.body, digest: cmd.digest };
+        let meta = snapshot.meta();
+        stream.snapshot = Some(snapshot);
+        Ok(SnapshotOk { snapshot: meta, info: stream.info() })
+    }
+
+    /// Retention only moves forward, exactly to the requested offset, and
+    /// never past the latest snapshot.
+    pub(super) fn advance_retention(&mut self, cmd: AdvanceRetention, ctx: ApplyCtx) -> Result<StreamInfo, Rejection> {
+        let stream = self.live_mut(&cmd.key, ctx.now_ms).ok_or(Rejection::StreamNotFound)?;
+        if cmd.offset > stream.data.tail() {
+            return Err(Rejection::InvalidRetention);
+        }
+        if cmd.offset <= stream.retained {
+            stream.check_expect(cmd.expect)?;
+            return Ok(stream.info());
+        }
+        if !stream.json_boundary(cmd.offset) {
+            return Err(Rejection::NotJsonBoundary);
+        }
+        if stream.snapshot.as_ref().is_none_or(|s| cmd.offset > s.offset) {
+            return Err(Rejection::InvalidRetention);
+        }
+        stream.check_expect(cmd.expect)?;
+        stream.retained = cmd.offset;
+        stream.data.trim_before(cmd.offset.bytes());
+        Ok(stream.info())
+    }
+
+    /// The latest snapshot, when it is the one at `offset`.
+    pub fn snapshot(&self, key: &StreamKey, offset: Offset, now_ms: u64) -> Result<SnapshotView, Rejection> {
+        let stream = self.live(key, now_ms).ok_or(Rejection::StreamNotFound)?;
+        match &stream.snapshot {
+            Some(s) if s.offset == offset => Ok(SnapshotView { snapshot: s.clone(), info: stream.info() }),
+            _ => Err(Rejection::SnapshotNotFound { incarnation: stream.incarnation }),
+        }
+    }
+}
