@@ -34,6 +34,17 @@ impl<E: GroupEngine> NodeBackend<E> {
         self.engine.query(group, f).map_err(internal)?.map_err(BackendError::Rejected)
     }
 
+    /// Reads renew a sliding TTL at most once per quarter window (spec/13).
+    async fn renew_if_due(&self, key: &StreamKey) -> Result<(), BackendError> {
+        let due = self.query(key, |store, now| {
+            Ok(store.live(key, now).filter(|s| s.clock.read_wants_renewal(now)).map(|s| s.incarnation))
+        })?;
+        if let Some(incarnation) = due {
+            self.propose(key, Command::Renew(RenewStream { key: key.clone(), incarnation })).await?;
+        }
+        Ok(())
+    }
+
     async fn propose(&self, key: &StreamKey, command: Command) -> Result<Outcome, BackendError> {
         let group = group_of(key, self.engine.group_count());
         self.engine.propose(group, command).await.map_err(internal)
@@ -90,11 +101,15 @@ impl<E: GroupEngine> Backend for NodeBackend<E> {
     }
 
     async fn snapshot(&self, key: StreamKey, offset: Offset) -> Result<SnapshotView, BackendError> {
-        self.query(&key, |store, now| store.snapshot(&key, offset, now))
+        let view = self.query(&key, |store, now| store.snapshot(&key, offset, now))?;
+        self.renew_if_due(&key).await?;
+        Ok(view)
     }
 
     async fn bootstrap(&self, key: StreamKey, max_bytes: u64) -> Result<BootstrapView, BackendError> {
-        self.query(&key, |store, now| store.bootstrap(&key, max_bytes, now))
+        let view = self.query(&key, |store, now| store.bootstrap(&key, max_bytes, now))?;
+        self.renew_if_due(&key).await?;
+        Ok(view)
     }
 
     async fn head(&self, key: StreamKey) -> Result<StreamInfo, BackendError> {

@@ -151,3 +151,5 @@ impl StreamStore {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_ext;

@@ -10,31 +10,31 @@ use crate::offset::{Offset, ReadFrom};
 use crate::outcome::AppendKind;
 use crate::producer::ProducerHeaders;
 
-fn key(name: &str) -> StreamKey {
+pub(super) fn key(name: &str) -> StreamKey {
     StreamKey::parse("test", name).expect("valid key")
 }
 
-fn ct(s: &str) -> ContentType {
+pub(super) fn ct(s: &str) -> ContentType {
     ContentType::parse(s).expect("valid content type")
 }
 
-struct Harness {
-    store: StreamStore,
-    now_ms: u64,
+pub(super) struct Harness {
+    pub(super) store: StreamStore,
+    pub(super) now_ms: u64,
     index: u64,
 }
 
 impl Harness {
-    fn new() -> Harness {
+    pub(super) fn new() -> Harness {
         Harness { store: StreamStore::new(42), now_ms: 1_000_000, index: 0 }
     }
 
-    fn apply(&mut self, command: Command) -> Outcome {
+    pub(super) fn apply(&mut self, command: Command) -> Outcome {
         self.index += 1;
         self.store.apply(command, ApplyCtx { now_ms: self.now_ms, log_index: self.index })
     }
 
-    fn create_with(
+    pub(super) fn create_with(
         &mut self,
         name: &str,
         content_type: &str,
@@ -58,11 +58,11 @@ impl Harness {
         }
     }
 
-    fn create(&mut self, name: &str, content_type: &str) -> Result<CreateOk, Rejection> {
+    pub(super) fn create(&mut self, name: &str, content_type: &str) -> Result<CreateOk, Rejection> {
         self.create_with(name, content_type, "", Lifetime::Forever, false)
     }
 
-    fn append_cmd(name: &str, content_type: Option<&str>, body: &str) -> AppendStream {
+    pub(super) fn append_cmd(name: &str, content_type: Option<&str>, body: &str) -> AppendStream {
         let content_type = content_type.map(ct);
         AppendStream {
             key: key(name),
@@ -75,14 +75,14 @@ impl Harness {
         }
     }
 
-    fn append(&mut self, cmd: AppendStream) -> Result<AppendOk, Rejection> {
+    pub(super) fn append(&mut self, cmd: AppendStream) -> Result<AppendOk, Rejection> {
         match self.apply(Command::Append(cmd)) {
             Outcome::Append(r) => r,
             other => panic!("unexpected {other:?}"),
         }
     }
 
-    fn read_all(&self, name: &str) -> String {
+    pub(super) fn read_all(&self, name: &str) -> String {
         let view = self
             .store
             .read(
