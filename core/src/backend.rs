@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ursula_gateway::backend::BackendStats;
 use ursula_gateway::{Backend, BackendError, WaitOutcome};
 use ursula_stream::{
     AdvanceRetention, AppendOk, AppendStream, BootstrapView, Command, CreateOk, CreateStream, DeleteStream,
@@ -13,7 +14,7 @@ use ursula_stream::{
 };
 
 use crate::engine::{EngineError, GroupEngine, Waited};
-use crate::routing::group_of;
+use crate::routing::{GroupId, group_of};
 
 pub struct NodeBackend<E> {
     engine: Arc<E>,
@@ -112,6 +113,13 @@ impl<E: GroupEngine> Backend for NodeBackend<E> {
         Ok(view)
     }
 
+    async fn stats(&self) -> BackendStats {
+        let groups = self.engine.group_count();
+        let streams =
+            (0..groups).filter_map(|g| self.engine.query(GroupId(g), |store, _| store.len() as u64).ok()).sum();
+        BackendStats { engine: self.engine.name(), groups, streams }
+    }
+
     async fn head(&self, key: StreamKey) -> Result<StreamInfo, BackendError> {
         self.query(&key, |store, now| store.head(&key, now))
     }
@@ -147,7 +155,7 @@ pub async fn sweep_forever<E: GroupEngine>(engine: Arc<E>, every: Duration) {
     loop {
         tick.tick().await;
         for g in 0..engine.group_count() {
-            let _ = engine.propose(crate::routing::GroupId(g), Command::Sweep).await;
+            let _ = engine.propose(GroupId(g), Command::Sweep).await;
         }
     }
 }

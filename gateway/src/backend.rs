@@ -37,6 +37,14 @@ pub enum WaitOutcome {
     TimedOut,
 }
 
+/// What `/__ursula/metrics` reports of the backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct BackendStats {
+    pub engine: &'static str,
+    pub groups: u32,
+    pub streams: u64,
+}
+
 /// Everything the HTTP layer needs from the streams.
 pub trait Backend: Send + Sync + 'static {
     fn create(&self, cmd: CreateStream) -> impl Future<Output = Result<CreateOk, BackendError>> + Send;
@@ -57,6 +65,7 @@ pub trait Backend: Send + Sync + 'static {
         max_bytes: u64,
     ) -> impl Future<Output = Result<BootstrapView, BackendError>> + Send;
     fn head(&self, key: StreamKey) -> impl Future<Output = Result<StreamInfo, BackendError>> + Send;
+    fn stats(&self) -> impl Future<Output = BackendStats> + Send;
     /// A catch-up read; it renews a sliding TTL as the state machine asks.
     fn read(&self, key: StreamKey, query: ReadQuery) -> impl Future<Output = Result<ReadView, BackendError>> + Send;
     /// Waits until the stream moves past `offset`, closes, or is deleted or

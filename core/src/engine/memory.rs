@@ -61,6 +61,10 @@ impl MemoryEngine {
 }
 
 impl GroupEngine for MemoryEngine {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
     fn group_count(&self) -> u32 {
         self.groups.len() as u32
     }

@@ -25,6 +25,8 @@ pub enum Waited {
 }
 
 pub trait GroupEngine: Send + Sync + 'static {
+    /// A short name for metrics: `memory`, `raft`.
+    fn name(&self) -> &'static str;
     fn group_count(&self) -> u32;
     /// Orders and applies one command in `group`, stamping its time and index.
     fn propose(&self, group: GroupId, command: Command) -> impl Future<Output = Result<Outcome, EngineError>> + Send;
