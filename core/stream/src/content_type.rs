@@ -1,12 +1,28 @@
 //! Content types, normalized once so that comparisons are exact
 //! (spec/27-append.md: "parameters are trimmed, lowercased and joined with `; `").
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// A normalized MIME type: `type/subtype` lowercased, parameters trimmed,
-/// lowercased and joined with `; `.
+/// lowercased and joined with `; `. The common types borrow a static
+/// string, so the many streams that share one cost no allocation.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ContentType(String);
+pub struct ContentType(Cow<'static, str>);
+
+const COMMON: &[&str] = &[
+    OCTET_STREAM,
+    "application/json",
+    "application/json; charset=utf-8",
+    "application/x-ndjson",
+    "application/ndjson",
+    "application/x-protobuf",
+    "text/plain",
+    "text/plain; charset=utf-8",
+    "text/event-stream",
+    "text/markdown",
+    "text/html",
+];
 
 /// The default of a stream created without `Content-Type` (spec/13-streams.md).
 pub const OCTET_STREAM: &str = "application/octet-stream";
@@ -29,11 +45,14 @@ impl ContentType {
             out.push_str("; ");
             out.push_str(&param.to_ascii_lowercase());
         }
-        Some(ContentType(out))
+        Some(match COMMON.iter().find(|c| **c == out) {
+            Some(common) => ContentType(Cow::Borrowed(common)),
+            None => ContentType(Cow::Owned(out)),
+        })
     }
 
     pub fn octet_stream() -> ContentType {
-        ContentType(OCTET_STREAM.to_string())
+        ContentType(Cow::Borrowed(OCTET_STREAM))
     }
 
     pub fn as_str(&self) -> &str {

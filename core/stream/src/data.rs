@@ -17,11 +17,11 @@ pub enum Boundary {
     Message,
 }
 
+/// The appended bodies with the offset each starts at; one vector, so an
+/// idle stream with data costs one allocation.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StreamData {
-    chunks: Vec<Bytes>,
-    /// `starts[i]` is the offset of `chunks[i]`.
-    starts: Vec<u64>,
+    chunks: Vec<(u64, Bytes)>,
     len: u64,
 }
 
@@ -34,9 +34,9 @@ impl StreamData {
         if bytes.is_empty() {
             return;
         }
-        self.starts.push(self.len);
+        let start = self.len;
         self.len += bytes.len() as u64;
-        self.chunks.push(bytes);
+        self.chunks.push((start, bytes));
     }
 
     /// Whether a JSON message ends just before `pos` (or `pos` is the first
@@ -47,15 +47,19 @@ impl StreamData {
 
     /// The first offset still held.
     pub fn first(&self) -> u64 {
-        self.starts.first().copied().unwrap_or(self.len)
+        self.chunks.first().map_or(self.len, |(start, _)| *start)
+    }
+
+    /// Index of the chunk holding `pos` (or the last one starting before it).
+    fn chunk_index(&self, pos: u64) -> Option<usize> {
+        self.chunks.partition_point(|(s, _)| *s <= pos).checked_sub(1)
     }
 
     /// Drops the bytes below `offset` (retention); offsets do not move.
     pub fn trim_before(&mut self, offset: u64) {
-        let keep_from = self.starts.partition_point(|&s| s <= offset).saturating_sub(1);
+        let keep_from = self.chunk_index(offset).unwrap_or(0);
         self.chunks.drain(..keep_from);
-        self.starts.drain(..keep_from);
-        if let (Some(first), Some(start)) = (self.chunks.first_mut(), self.starts.first_mut())
+        if let Some((start, first)) = self.chunks.first_mut()
             && *start < offset
         {
             let cut = usize::try_from(offset - *start).unwrap_or(usize::MAX).min(first.len());
@@ -63,16 +67,13 @@ impl StreamData {
             *start = offset;
             if first.is_empty() {
                 self.chunks.remove(0);
-                self.starts.remove(0);
             }
         }
     }
 
     fn byte_at(&self, pos: u64) -> Option<u8> {
-        let idx = self.starts.partition_point(|&s| s <= pos).checked_sub(1)?;
-        let chunk = self.chunks.get(idx)?;
-        let within = usize::try_from(pos - self.starts.get(idx)?).ok()?;
-        chunk.get(within).copied()
+        let (start, chunk) = self.chunks.get(self.chunk_index(pos)?)?;
+        chunk.get(usize::try_from(pos - start).ok()?).copied()
     }
 
     /// The end of a read from `from` of at most `max` bytes, moved to a boundary.
@@ -115,8 +116,8 @@ impl StreamData {
         if from >= to {
             return out;
         }
-        let first = self.starts.partition_point(|&s| s <= from).saturating_sub(1);
-        for (chunk, &start) in self.chunks.iter().zip(&self.starts).skip(first) {
+        let first = self.chunk_index(from).unwrap_or(0);
+        for &(start, ref chunk) in self.chunks.iter().skip(first) {
             if start >= to {
                 break;
             }

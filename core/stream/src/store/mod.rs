@@ -42,7 +42,8 @@ pub struct StreamState {
     pub producers: BTreeMap<String, ProducerState>,
     /// The highest epoch of any producer state the stream discarded (extensions §5.4).
     pub epoch_floor: Option<u64>,
-    pub snapshot: Option<Snapshot>,
+    /// Boxed: most streams never publish one.
+    pub snapshot: Option<Box<Snapshot>>,
     /// Reads below it answer 410.
     pub retained: Offset,
 }
@@ -56,7 +57,7 @@ impl StreamState {
             tail: self.data.tail(),
             closed: self.closed,
             retained: self.retained,
-            snapshot: self.snapshot.as_ref().map(Snapshot::meta),
+            snapshot: self.snapshot.as_deref().map(Snapshot::meta),
         }
     }
 

@@ -72,7 +72,7 @@ impl StreamStore {
         };
         Ok(BootstrapView {
             info: stream.info(),
-            snapshot: stream.snapshot.clone(),
+            snapshot: stream.snapshot.as_deref().cloned(),
             start,
             next: Offset(end),
             updates: stream.data.slice(start.bytes(), end),

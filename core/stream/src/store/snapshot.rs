@@ -37,7 +37,7 @@ impl StreamStore {
         let snapshot =
             Snapshot { offset: cmd.offset, content_type: cmd.content_type, body: cmd.body, digest: cmd.digest };
         let meta = snapshot.meta();
-        stream.snapshot = Some(snapshot);
+        stream.snapshot = Some(Box::new(snapshot));
         Ok(SnapshotOk { snapshot: meta, info: stream.info() })
     }
 
@@ -68,7 +68,7 @@ impl StreamStore {
     pub fn snapshot(&self, key: &StreamKey, offset: Offset, now_ms: u64) -> Result<SnapshotView, Rejection> {
         let stream = self.live(key, now_ms).ok_or(Rejection::StreamNotFound)?;
         match &stream.snapshot {
-            Some(s) if s.offset == offset => Ok(SnapshotView { snapshot: s.clone(), info: stream.info() }),
+            Some(s) if s.offset == offset => Ok(SnapshotView { snapshot: (**s).clone(), info: stream.info() }),
             _ => Err(Rejection::SnapshotNotFound { incarnation: stream.incarnation }),
         }
     }
