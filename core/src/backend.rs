@@ -47,8 +47,15 @@ impl<E: GroupEngine> NodeBackend<E> {
     }
 
     async fn propose(&self, key: &StreamKey, command: Command) -> Result<Outcome, BackendError> {
-        let group = group_of(key, self.engine.group_count());
+        self.propose_in(group_of(key, self.engine.group_count()), command).await
+    }
+
+    async fn propose_in(&self, group: GroupId, command: Command) -> Result<Outcome, BackendError> {
         self.engine.propose(group, command).await.map_err(internal)
+    }
+
+    fn group(&self, key: &StreamKey) -> GroupId {
+        group_of(key, self.engine.group_count())
     }
 }
 
@@ -62,40 +69,40 @@ fn unexpected(outcome: &Outcome) -> BackendError {
 
 impl<E: GroupEngine> Backend for NodeBackend<E> {
     async fn create(&self, cmd: CreateStream) -> Result<CreateOk, BackendError> {
-        let key = cmd.key.clone();
-        match self.propose(&key, Command::Create(cmd)).await? {
+        let group = self.group(&cmd.key);
+        match self.propose_in(group, Command::Create(cmd)).await? {
             Outcome::Create(result) => result.map_err(BackendError::Rejected),
             other => Err(unexpected(&other)),
         }
     }
 
     async fn append(&self, cmd: AppendStream) -> Result<AppendOk, BackendError> {
-        let key = cmd.key.clone();
-        match self.propose(&key, Command::Append(cmd)).await? {
+        let group = self.group(&cmd.key);
+        match self.propose_in(group, Command::Append(cmd)).await? {
             Outcome::Append(result) => result.map_err(BackendError::Rejected),
             other => Err(unexpected(&other)),
         }
     }
 
     async fn delete(&self, cmd: DeleteStream) -> Result<(), BackendError> {
-        let key = cmd.key.clone();
-        match self.propose(&key, Command::Delete(cmd)).await? {
+        let group = self.group(&cmd.key);
+        match self.propose_in(group, Command::Delete(cmd)).await? {
             Outcome::Delete(result) => result.map_err(BackendError::Rejected),
             other => Err(unexpected(&other)),
         }
     }
 
     async fn publish_snapshot(&self, cmd: PublishSnapshot) -> Result<SnapshotOk, BackendError> {
-        let key = cmd.key.clone();
-        match self.propose(&key, Command::PublishSnapshot(cmd)).await? {
+        let group = self.group(&cmd.key);
+        match self.propose_in(group, Command::PublishSnapshot(cmd)).await? {
             Outcome::PublishSnapshot(result) => result.map_err(BackendError::Rejected),
             other => Err(unexpected(&other)),
         }
     }
 
     async fn advance_retention(&self, cmd: AdvanceRetention) -> Result<StreamInfo, BackendError> {
-        let key = cmd.key.clone();
-        match self.propose(&key, Command::AdvanceRetention(cmd)).await? {
+        let group = self.group(&cmd.key);
+        match self.propose_in(group, Command::AdvanceRetention(cmd)).await? {
             Outcome::AdvanceRetention(result) => result.map_err(BackendError::Rejected),
             other => Err(unexpected(&other)),
         }

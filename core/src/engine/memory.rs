@@ -73,7 +73,8 @@ impl GroupEngine for MemoryEngine {
         let mut state = self.group(group)?;
         state.last_index += 1;
         let ctx = ApplyCtx { now_ms: now_ms(), log_index: state.last_index };
-        let key = touched(&command).cloned();
+        // Only a stream someone waits on needs its key kept for the wake-up.
+        let key = if state.watchers.is_empty() { None } else { touched(&command).cloned() };
         let outcome = state.store.apply(command, ctx);
         if let Some(key) = key
             && let Some(tx) = state.watchers.get(&key)
