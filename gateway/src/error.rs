@@ -17,6 +17,10 @@ pub enum ApiError {
     InvalidQuery(String),
     /// A removed form of a request, with the form that replaced it.
     Unsupported(String),
+    /// A removed route (`405 UNSUPPORTED`).
+    RemovedRoute(&'static str),
+    /// A request the router cannot take, such as a path that is not UTF-8.
+    InvalidRequest(&'static str),
     InvalidOffset,
     /// An immutable resource's token or offset not in the issued form.
     InvalidResource,
@@ -100,6 +104,8 @@ impl ApiError {
             )
             .header("content-range", format!("bytes */{total}")),
             ApiError::Unsupported(m) => ErrorAnswer::new(S::BAD_REQUEST, "UNSUPPORTED", m.clone()),
+            ApiError::RemovedRoute(m) => ErrorAnswer::new(S::METHOD_NOT_ALLOWED, "UNSUPPORTED", *m),
+            ApiError::InvalidRequest(m) => ErrorAnswer::new(S::BAD_REQUEST, "INVALID_REQUEST", *m),
             ApiError::InvalidOffset => ErrorAnswer::new(
                 S::BAD_REQUEST,
                 "INVALID_OFFSET",

@@ -81,10 +81,6 @@ impl ReadParams {
         if live != LiveMode::CatchUp && offset.is_none() {
             return Err(ApiError::InvalidQuery("live reads need an offset".into()));
         }
-        if live == LiveMode::Sse {
-            // A text SSE event must be able to hold a whole UTF-8 character.
-            max_bytes = max_bytes.max(4);
-        }
         Ok(ReadParams { offset, live, cursor, timeout_ms, max_bytes })
     }
 }

@@ -81,7 +81,7 @@ fn decode(segment: &str) -> Result<String, ApiError> {
     percent_encoding::percent_decode_str(segment)
         .decode_utf8()
         .map(|s| s.into_owned())
-        .map_err(|_| ApiError::InvalidId(ursula_stream::IdError::InvalidStream))
+        .map_err(|_| ApiError::InvalidRequest("a path segment is not UTF-8 once percent-decoded"))
 }
 
 #[cfg(test)]
@@ -103,6 +103,6 @@ mod tests {
         assert_eq!(route("/"), Err(ApiError::NotFound));
         assert!(matches!(route("/Demo"), Err(ApiError::InvalidId(_))));
         assert!(matches!(route("/demo/%24x"), Err(ApiError::InvalidId(_))));
-        assert!(matches!(route("/demo/%FF"), Err(ApiError::InvalidId(_))));
+        assert!(matches!(route("/demo/%FF"), Err(ApiError::InvalidRequest(_))));
     }
 }

@@ -91,7 +91,15 @@ impl StreamData {
                 while end > from && self.byte_at(end).is_some_and(|b| b & 0xC0 == 0x80) {
                     end -= 1;
                 }
-                if end == from { limit } else { end }
+                if end > from {
+                    return end;
+                }
+                // The limit cuts the first character: send it whole.
+                let mut end = limit;
+                while end < self.len && self.byte_at(end).is_some_and(|b| b & 0xC0 == 0x80) {
+                    end += 1;
+                }
+                end
             }
             Boundary::Message => {
                 let mut end = limit;
@@ -182,7 +190,7 @@ mod tests {
         let d = data(&["aé", "b"]); // a, 0xC3 0xA9, b
         assert_eq!(d.read_end(0, 2, Boundary::Utf8), 1);
         assert_eq!(d.read_end(0, 3, Boundary::Utf8), 3);
-        assert_eq!(d.read_end(1, 1, Boundary::Utf8), 2); // cannot shorten: makes progress
+        assert_eq!(d.read_end(1, 1, Boundary::Utf8), 3); // cannot shorten: the whole character
     }
 
     #[test]

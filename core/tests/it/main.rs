@@ -1,16 +1,19 @@
 //! Integration tests of `ursula-core`: each test starts a real `ursula server`
 //! process on 127.0.0.1 with port 0 and talks HTTP to it, as a client would.
+//! The base protocol's routes have one module each (`create` ... `json_modes`);
+//! the extensions (spec/42 and its API pages) have one `ext_*` module per
+//! section, and `docs_examples` runs the curl examples of docs/extensions.md.
 //!
-//! The rows of the status tables of spec pages 25-29 and 33 that need
-//! features of later issues are not covered here:
-//! - `Stream-Incarnation` preconditions and tokens: every `412` row (create,
-//!   append, read, head, delete), the `400` for a malformed token, and the
-//!   `403 producer-expired` answer, which needs the token and an epoch floor.
-//! - `307` redirects to a leader or a hosting node (clusters).
-//! - `410 Gone` below a retention boundary (retention and snapshots), and the
-//!   `Stream-Snapshot-*` headers of `HEAD`.
-//! - `503` cluster and admission states: `NO_LEADER`, write admission,
-//!   backpressure, leadership confirmation, too many live readers.
+//! Not covered, because a single node without a cold backend or an admin
+//! plane cannot reach them, or only after days:
+//! - `307` redirects to a leader or a hosting node, and the `503` cluster and
+//!   admission states: `NO_LEADER`, write admission, backpressure, leadership
+//!   confirmation, too many live readers.
+//! - History rewrites (`Stream-Previous-Incarnation`, `epoch-closed;by=history`),
+//!   snapshot upload in parts beyond its `501`, `JSON_BOUNDARY_UNVERIFIED`.
+//! - Producer forgetting after 7 idle days, eviction past the 4,096 cap after an
+//!   idle hour, and the epoch floor with `403 producer-expired` (unit-tested in
+//!   the state machine).
 //! - `404` for a create in a purged bucket (an admin-plane purge).
 
 // The harness: node processes, request helpers, the SSE reader, codecs.
@@ -36,3 +39,33 @@ mod errors;
 
 // JSON reads: NDJSON by default or arrays with --json-reads array, gzip, ETags, 304.
 mod json_modes;
+
+// Extensions §1: bucket and stream id rules, implicit buckets, 404 for other 3+-segment paths.
+mod ext_ids;
+
+// Extensions §2.4: Stream-Incarnation on answers, its change on recreate, the precondition.
+mod ext_incarnation;
+
+// Extensions §2.2/§2.5, spec/30, spec/31: snapshot publish, digest, conflicts, ranged reads, parts → 501.
+mod ext_snapshots;
+
+// Extensions §2.2 retention: PUT …/retention/{offset}, monotonic and exact, 410 below it.
+mod ext_retention;
+
+// Extensions §3, spec/32: /bootstrap as multipart/mixed, complete and partial answers, the 8 MiB rule.
+mod ext_bootstrap;
+
+// Extensions §4, spec/44: immutable chunk and snapshot resources, Stream-Immutable, ETags, error rows.
+mod ext_immutable;
+
+// Extensions §5: receipts, repeats, epoch closure, producer 403s, digests, the producer cap, Stream-Seq.
+mod ext_write_keys;
+
+// Extensions §7-§10: max_bytes, timeout_ms, consistency, NDJSON, binary SSE, server metadata headers.
+mod ext_read_path;
+
+// Extensions §11: the JSON error body of every extension refusal; HEAD errors without a body.
+mod ext_errors;
+
+// docs/extensions.md: runs each section's curl examples against a node, so they cannot rot.
+mod docs_examples;

@@ -27,9 +27,31 @@ pub const TIMEOUT: Duration = Duration::from_secs(30);
 pub const MAX_REQUEST_BYTES: u64 = 32 * 1024 * 1024;
 
 /// BLAKE3-256 of `abc` and of `hello` (official test vectors), for
-/// `Producer-Digest` without a hashing dependency.
+/// `Producer-Digest`; `blake3_hex` computes others.
 pub const BLAKE3_ABC: &str = "6437b3ac38465133ffb63b75273a8db548c558465d79db03fd359c6cd5bd9d85";
 pub const BLAKE3_HELLO: &str = "ea8f163db38682925e4491c5e58d4bb3506ef8c14eb78a86e908c5624a67200f";
+
+/// Ursula's snapshot digest (extensions §4.4 note): the lowercase hex
+/// BLAKE3 hash of the content type's length (u64 little-endian), the
+/// content type and the body.
+pub fn snapshot_digest(content_type: &str, body: &[u8]) -> String {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(&(content_type.len() as u64).to_le_bytes());
+    hasher.update(content_type.as_bytes());
+    hasher.update(body);
+    hasher.finalize().to_hex().to_string()
+}
+
+/// The BLAKE3-256 of `body` as 64 lowercase hex digits (`Producer-Digest`).
+pub fn blake3_hex(body: &[u8]) -> String {
+    blake3::hash(body).to_hex().to_string()
+}
+
+/// `len` bytes of a fixed pattern that repeats every 251 bytes, so a slice
+/// at the wrong place does not compare equal.
+pub fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8).collect()
+}
 
 /// The server's offset token for byte position `n`: 20 zero-padded digits.
 pub fn offset(n: u64) -> String {
@@ -185,6 +207,45 @@ impl Node {
         answer.must("stream-next-offset").to_string()
     }
 
+    /// The node's base URL, `http://127.0.0.1:PORT`.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// The stream's current `Stream-Incarnation` as `HEAD` reports it.
+    pub async fn incarnation(&self, path: &str) -> String {
+        let answer = self.head(path).send().await;
+        answer.expect(200);
+        answer.must("stream-incarnation").to_string()
+    }
+
+    /// Deletes the stream and creates it again with `content_type`; returns
+    /// the old and the new `Stream-Incarnation`.
+    pub async fn recreate(&self, path: &str, content_type: &str) -> (String, String) {
+        let old = self.incarnation(path).await;
+        self.delete(path).send().await.expect(204);
+        let created = self.create(path, content_type).await;
+        let new = created.must("stream-incarnation").to_string();
+        assert_ne!(old, new, "a recreated stream gets a new Stream-Incarnation:\n{created:?}");
+        (old, new)
+    }
+
+    /// Publishes a snapshot at the offset token `at` (extensions §2.2); it
+    /// must answer 204.
+    pub async fn publish(&self, path: &str, at: &str, content_type: &str, body: impl Into<reqwest::Body>) -> Answer {
+        let answer = self.put(&format!("{path}/snapshot/{at}")).content_type(content_type).body(body).send().await;
+        answer.expect(204);
+        answer
+    }
+
+    /// Advances retention to the offset token `at` (extensions §2.2); it must
+    /// answer 204.
+    pub async fn retain(&self, path: &str, at: &str) -> Answer {
+        let answer = self.put(&format!("{path}/retention/{at}")).send().await;
+        answer.expect(204);
+        answer
+    }
+
     /// A GET that stays open for its SSE events.
     pub async fn sse(&self, path_and_query: &str) -> Sse {
         Sse::open(self.get(path_and_query)).await
@@ -303,6 +364,11 @@ impl Req {
         self.header("producer-id", id)
             .header("producer-epoch", epoch.to_string())
             .header("producer-seq", seq.to_string())
+    }
+
+    /// The `Stream-Incarnation` precondition (extensions §2.4).
+    pub fn incarnation(self, token: &str) -> Req {
+        self.header("stream-incarnation", token)
     }
 
     /// `Stream-Closed: true`.
@@ -440,6 +506,46 @@ impl Answer {
         );
         assert!(self.body.is_empty(), "a HEAD answer has no body:\n{self:?}");
         self
+    }
+}
+
+/// Collects failed expectations, so a test that checks many rows of a
+/// table reports every wrong row at once instead of the first.
+#[derive(Default)]
+pub struct Checks {
+    failures: Vec<String>,
+    count: usize,
+}
+
+impl Checks {
+    pub fn new() -> Checks {
+        Checks::default()
+    }
+
+    /// Runs `check` (which asserts, e.g. with `Answer::expect`) and keeps
+    /// its panic message under `label` instead of unwinding.
+    pub fn run(&mut self, label: impl fmt::Display, check: impl FnOnce()) {
+        self.count += 1;
+        if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(check)) {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "(no message)".into());
+            self.failures.push(format!("{label}: {message}"));
+        }
+    }
+
+    /// Fails the test when any check failed, listing them all.
+    #[track_caller]
+    pub fn finish(self) {
+        assert!(
+            self.failures.is_empty(),
+            "{} of {} checks failed:\n\n{}",
+            self.failures.len(),
+            self.count,
+            self.failures.join("\n\n")
+        );
     }
 }
 
@@ -616,6 +722,8 @@ fn codecs_match_known_vectors() {
     assert_eq!(base64_decode(""), Some(Vec::new()));
     assert_eq!(base64_decode("aGk"), None);
     assert_eq!(offset(42), "00000000000000000042");
+    assert_eq!(blake3_hex(b"abc"), BLAKE3_ABC);
+    assert_eq!(blake3_hex(b"hello"), BLAKE3_HELLO);
 }
 
 #[test]

@@ -86,9 +86,8 @@ where
                 Method::GET | Method::HEAD => snapshot::read(&shared, key, &offset, &req).await,
                 _ => Err(ApiError::MethodNotAllowed),
             },
-            Sub::SnapshotLatest => Err(ApiError::Unsupported(
-                "the latest-snapshot path was removed; take Stream-Snapshot-Offset from HEAD and read snapshot/{offset}"
-                    .into(),
+            Sub::SnapshotLatest => Err(ApiError::RemovedRoute(
+                "the latest-snapshot path was removed; take Stream-Snapshot-Offset from HEAD and read snapshot/{offset}",
             )),
             Sub::SnapshotParts if req.method() == Method::POST => Err(ApiError::NoColdStore),
             Sub::DiscardParts if req.method() == Method::DELETE => Err(ApiError::NoColdStore),

@@ -167,10 +167,11 @@ fn data_answer<B>(
     let content_type = if json_type.is_empty() { view.info.content_type.as_str() } else { json_type };
     let gzip_eligible = !json_type.is_empty() && body.len() >= GZIP_MIN_BYTES;
     let tag = etag(view, gzip_eligible);
-    let mut b = render::builder(StatusCode::OK).header(names::STREAM_NEXT_OFFSET, view.next.to_string()).header(
-        header::CACHE_CONTROL,
-        if at_now { "no-store" } else { "public, max-age=60, stale-while-revalidate=300" },
-    );
+    let cache = if at_now { "no-store" } else { "public, max-age=60, stale-while-revalidate=300" };
+    let mut b = render::builder(StatusCode::OK)
+        .header(names::STREAM_NEXT_OFFSET, view.next.to_string())
+        .header(names::STREAM_INCARNATION, view.info.incarnation.to_string())
+        .header(header::CACHE_CONTROL, cache);
     if !at_now {
         b = b.header(header::ETAG, tag.as_str());
     }

@@ -74,6 +74,13 @@ pub async fn open<B: Backend>(
         Err(e) => return Err(e.into()),
     };
     check_expect(expect, &view.info)?;
+    let text_max = params.max_bytes.max(4);
+    let view = if view.info.content_type.is_text() && text_max != params.max_bytes {
+        // A text SSE event must be able to hold a whole UTF-8 character.
+        shared.backend.read(key.clone(), sse_query(&shared, from, text_max)).await?
+    } else {
+        view
+    };
     let ct = view.info.content_type.clone();
     let encoding = if !ct.is_text() {
         Encoding::Base64
@@ -98,7 +105,7 @@ pub async fn open<B: Backend>(
         incarnation: view.info.incarnation,
         expected: expect.is_some(),
         next: view.next,
-        max_bytes: params.max_bytes,
+        max_bytes: if encoding == Encoding::Base64 { params.max_bytes } else { text_max },
         cursor: next_cursor(now_ms(), params.cursor.as_deref()),
         encoding,
         first: Some(view),

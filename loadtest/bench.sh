@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Runs the issue-4 targets: `compare` of the reference server (first, so ratios
+# read "ours / reference") against ursula's in-memory development node, each
+# target on a freshly started pair of servers. Writes one JSON report per
+# target and the readable tables to OUT (default target/bench).
+#
+# Needs: cargo build --release -p ursula-loadtest -p ursula-core
+#        (cd conformance && npm ci)
+# Usage: loadtest/bench.sh [OUT] [TARGET...]   TARGET: append32 append8 fanout catchup idle
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+out="${1:-$root/target/bench}"
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(append32 append8 fanout catchup idle)
+mkdir -p "$out"
+lt="$root/target/release/ursula-loadtest"
+ursula="$root/target/release/ursula"
+[ -x "$lt" ] && [ -x "$ursula" ] || { echo "build first: cargo build --release -p ursula-loadtest -p ursula-core" >&2; exit 1; }
+[ -d "$root/conformance/node_modules/@durable-streams/server" ] || { echo "run (cd conformance && npm ci) first" >&2; exit 1; }
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+# wait_url LOG PATTERN: prints the URL a server announced in LOG.
+wait_url() {
+  for _ in $(seq 100); do
+    if url=$(grep -oE "$2 http://[0-9.:]+" "$1" | awk '{print $NF}') && [ -n "$url" ]; then
+      echo "$url"; return 0
+    fi
+    sleep 0.1
+  done
+  echo "no URL in $1" >&2; return 1
+}
+
+start_servers() {
+  "$ursula" server --listen 127.0.0.1:0 >"$out/ours.log" 2>&1 &
+  ours_pid=$!
+  node "$root/conformance/reference-server.mjs" 0 >"$out/reference.log" 2>&1 &
+  ref_pid=$!
+  pids=("$ours_pid" "$ref_pid")
+  ours_url=$(wait_url "$out/ours.log" "ursula listening on")
+  ref_url=$(wait_url "$out/reference.log" "listening")
+  sleep 1
+}
+
+stop_servers() {
+  kill "$ours_pid" "$ref_pid" 2>/dev/null || true
+  wait "$ours_pid" "$ref_pid" 2>/dev/null || true
+  pids=()
+}
+
+run() {
+  local name="$1"; shift
+  start_servers
+  local cmd=("$lt" compare
+    --url "$ref_url" --path-template '/v1/stream/{name}' --label reference --server-pid "$ref_pid"
+    --url "$ours_url" --path-template '/bench/{name}' --label ours --server-pid "$ours_pid"
+    --json "$out/$name.json" "$@")
+  echo "== $name: ${cmd[*]}" | tee "$out/$name.txt"
+  "${cmd[@]}" 2>&1 | tee -a "$out/$name.txt"
+  stop_servers
+}
+
+for t in "${targets[@]}"; do
+  case "$t" in
+    append32) run append32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
+    append8) run append8 append --streams 8 --writers 8 --bytes 256 --duration 5 --rounds 3 ;;
+    fanout) run fanout sse-fanout --readers 1000 --rate 50 --duration 10 --rounds 2 ;;
+    catchup) run catchup catchup --mib 256 --rounds 3 ;;
+    idle) run idle many-streams --streams 100000 --bytes 16 --concurrency 16 ;;
+    *) echo "unknown target $t" >&2; exit 1 ;;
+  esac
+done
