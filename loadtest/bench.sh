@@ -7,6 +7,8 @@
 # Needs: cargo build --release -p ursula-loadtest -p ursula-core
 #        (cd conformance && npm ci)
 # Usage: loadtest/bench.sh [OUT] [TARGET...]   TARGET: append32 append8 fanout catchup idle
+# URSULA_BIN and LOADTEST_BIN override the binaries (e.g. copies of a build
+# that later builds must not replace mid-run).
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -15,8 +17,8 @@ shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(append32 append8 fanout catchup idle)
 mkdir -p "$out"
-lt="$root/target/release/ursula-loadtest"
-ursula="$root/target/release/ursula"
+lt="${LOADTEST_BIN:-$root/target/release/ursula-loadtest}"
+ursula="${URSULA_BIN:-$root/target/release/ursula}"
 [ -x "$lt" ] && [ -x "$ursula" ] || { echo "build first: cargo build --release -p ursula-loadtest -p ursula-core" >&2; exit 1; }
 [ -d "$root/conformance/node_modules/@durable-streams/server" ] || { echo "run (cd conformance && npm ci) first" >&2; exit 1; }
 
@@ -69,7 +71,7 @@ for t in "${targets[@]}"; do
     append32) run append32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
     append8) run append8 append --streams 8 --writers 8 --bytes 256 --duration 5 --rounds 3 ;;
     fanout) run fanout sse-fanout --readers 1000 --rate 50 --duration 10 --rounds 2 ;;
-    catchup) run catchup catchup --mib 256 --rounds 3 ;;
+    catchup) run catchup catchup --mib 256 --passes 4 --rounds 5 ;;
     idle) run idle many-streams --streams 100000 --bytes 16 --concurrency 16 ;;
     *) echo "unknown target $t" >&2; exit 1 ;;
   esac

@@ -55,6 +55,19 @@ impl Target {
         })
     }
 
+    #[cfg(test)]
+    pub fn for_tests(label: &str) -> Target {
+        Target {
+            label: label.to_string(),
+            url: "http://127.0.0.1:1".to_string(),
+            template: "/t/{name}".to_string(),
+            pid: None,
+            addr: SocketAddr::from(([127, 0, 0, 1], 1)),
+            host: HeaderValue::from_static("127.0.0.1:1"),
+            prefix: String::new(),
+        }
+    }
+
     /// The request URI of stream `name`, with an optional query string.
     pub fn uri(&self, name: &str, query: &str) -> Uri {
         let mut path = format!("{}{}", self.prefix, self.template.replace("{name}", name));

@@ -228,6 +228,37 @@ pub fn json_report(scenario: &str, params: Value, rounds: u32, run_id: &str, rep
 mod tests {
     use super::*;
 
+    fn report(label: &str, appends: f64, p99: Option<f64>, extra: bool) -> TargetReport {
+        let target = Target::for_tests(label);
+        let mut figures = vec![
+            Figure::new("appends_per_s", "appends/s", "", Some(appends), Better::Higher),
+            Figure::new("p99", "latency p99", "ms", p99, Better::Lower),
+        ];
+        if extra {
+            figures.push(Figure::new("err:503", "errors 503", "", Some(2.0), Better::Lower));
+        }
+        let round_figures = vec![figures.clone(), figures.clone()];
+        TargetReport { target, total: Sample::default(), figures, round_figures }
+    }
+
+    #[test]
+    fn table_shows_ratios_to_the_first_server() {
+        let reports = vec![report("ref", 1000.0, Some(2.0), false), report("ours", 3500.0, Some(0.5), true)];
+        let t = table("title", &reports);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], "title");
+        assert!(lines[1].starts_with("figure") && lines[1].ends_with("ours (ratio)"), "{t}");
+        assert!(lines[3].starts_with("appends/s") && lines[3].ends_with("1,000  3,500 (3.50x)"), "{t}");
+        assert!(lines[4].starts_with("latency p99 (ms)") && lines[4].ends_with("2.00  0.500 (0.25x)"), "{t}");
+        // A figure only the second server has: no value, no ratio for the first.
+        assert!(lines[5].starts_with("errors 503") && lines[5].ends_with("-       2.00 (-)"), "{t}");
+        assert!(t.contains("appends/s by round:"), "{t}");
+        let j = json_report("append", json!({}), 2, "run", &reports);
+        assert_eq!(j["targets"][1]["ratio_to_first"]["appends_per_s"], json!(3.5));
+        assert_eq!(j["targets"][1]["ratio_to_first"]["err:503"], Value::Null);
+        assert_eq!(j["targets"][0]["rounds"].as_array().unwrap().len(), 2);
+    }
+
     #[test]
     fn value_formatting() {
         assert_eq!(fmt_value(None), "-");

@@ -22,8 +22,11 @@ mod support;
 // PUT /{bucket} and PUT /{bucket}/{stream}: ids, headers, idempotency, conflicts.
 mod create;
 
-// POST: appends, closes, Stream-Seq, idempotent producers, JSON bodies, size limit.
+// POST: appends, closes, Stream-Seq, JSON bodies, size limit.
 mod append;
+
+// POST with producer headers: claims, receipts, repeats, gaps, epochs, digests.
+mod producers;
 
 // GET: catch-up, long-poll and SSE reads, offsets, query parameters.
 mod read;

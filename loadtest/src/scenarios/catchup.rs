@@ -31,6 +31,10 @@ pub struct CatchupArgs {
     /// Readers reading the whole stream at once in each round.
     #[arg(long, default_value_t = 1)]
     pub readers: usize,
+    /// Times each reader reads the whole stream per round (longer rounds
+    /// time more steadily).
+    #[arg(long, default_value_t = 1)]
+    pub passes: u32,
     /// Cap on read requests per reader per round.
     #[arg(long, default_value_t = 100_000)]
     pub max_requests: u64,
@@ -41,7 +45,10 @@ pub struct CatchupArgs {
 
 impl CatchupArgs {
     pub fn params(&self) -> Value {
-        json!({"mib": self.mib, "chunk_kib": self.chunk_kib, "writers": self.writers, "readers": self.readers})
+        json!({
+            "mib": self.mib, "chunk_kib": self.chunk_kib, "writers": self.writers, "readers": self.readers,
+            "passes": self.passes,
+        })
     }
 }
 
@@ -140,12 +147,20 @@ pub async fn round(a: &CatchupArgs, t: &Target, st: &State) -> anyhow::Result<Sa
     let deadline = Instant::now() + Duration::from_secs_f64(a.timeout);
     let start = Instant::now();
     let tasks: Vec<_> = (0..a.readers)
-        .map(|_| tokio::spawn(read_all(t.clone(), st.name.clone(), st.bytes, a.max_requests, deadline)))
+        .map(|_| {
+            let (t, name, bytes, max, passes) = (t.clone(), st.name.clone(), st.bytes, a.max_requests, a.passes.max(1));
+            tokio::spawn(async move {
+                let mut all = Vec::new();
+                for _ in 0..passes {
+                    all.push(read_all(t.clone(), name.clone(), bytes, max, deadline).await);
+                }
+                all
+            })
+        })
         .collect();
     let mut s = Sample::default();
     let mut outcomes = Outcomes::default();
-    for task in tasks {
-        let out = task.await?;
+    for out in join_all(tasks).await? {
         s.add("read_bytes", out.bytes as f64);
         s.add("ops", out.bytes as f64 / 1048576.0);
         s.add("read_requests", out.requests as f64);
@@ -158,6 +173,14 @@ pub async fn round(a: &CatchupArgs, t: &Target, st: &State) -> anyhow::Result<Sa
     s.add("elapsed_s", start.elapsed().as_secs_f64());
     outcomes.fold_into(&mut s);
     Ok(s)
+}
+
+async fn join_all(tasks: Vec<tokio::task::JoinHandle<Vec<ReaderOut>>>) -> anyhow::Result<Vec<ReaderOut>> {
+    let mut outs = Vec::new();
+    for task in tasks {
+        outs.extend(task.await?);
+    }
+    Ok(outs)
 }
 
 pub fn figures(s: &Sample) -> Vec<Figure> {

@@ -297,6 +297,8 @@ pub fn figures(s: &Sample) -> Vec<Figure> {
     // The p99 is the headline: put it first.
     f.swap(0, 1);
     let c = |k: &str| Some(s.counter(k));
+    // Summed over rounds, like `readers`: a share of all reader sessions.
+    let pct = |k: &str| rate(s.counter(k) * 100.0, s.counter("readers"));
     f.extend([
         Figure::new("missed", "missed events", "", c("missed"), Better::Lower),
         Figure::new("duplicated", "duplicated events", "", c("duplicated"), Better::Lower),
@@ -309,11 +311,17 @@ pub fn figures(s: &Sample) -> Vec<Figure> {
             rate(s.counter("ops"), s.counter("elapsed_s")),
             Better::Higher,
         ),
-        Figure::new("readers_connected", "readers connected", "", c("readers_connected"), Better::Higher),
-        Figure::new("readers_saw_close", "readers that saw the close", "", c("readers_saw_close"), Better::Higher),
+        Figure::new("readers_connected_pct", "readers connected", "%", pct("readers_connected"), Better::Higher),
+        Figure::new(
+            "readers_saw_close_pct",
+            "readers that saw the close",
+            "%",
+            pct("readers_saw_close"),
+            Better::Higher,
+        ),
         Figure::new("reconnects", "reader reconnects", "", c("reconnects"), Better::Lower),
         Figure::new("data_events", "SSE data events", "", c("data_events"), Better::Neither),
-        Figure::new("connect_s", "time to connect all readers", "s", c("connect_s"), Better::Lower),
+        Figure::new("connect_s", "time to connect all readers (all rounds)", "s", c("connect_s"), Better::Lower),
         Figure::new("appends_sent", "appends sent", "", c("sent"), Better::Neither),
     ]);
     if s.counter("bogus") > 0.0 {
