@@ -97,7 +97,7 @@ pub fn lifetime(headers: &HeaderMap) -> Result<Lifetime, ApiError> {
             let parsed = time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339)
                 .map_err(|_| ApiError::InvalidHeader("stream-expires-at must be an RFC 3339 timestamp".into()))?;
             let at_ms = u64::try_from(parsed.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
-            Ok(Lifetime::ExpiresAt { at_ms, text: at.to_string() })
+            Ok(Lifetime::ExpiresAt { at_ms })
         }
         (None, None) => Ok(Lifetime::Forever),
     }

@@ -36,6 +36,10 @@ impl StreamData {
         }
         let start = self.len;
         self.len += bytes.len() as u64;
+        if self.chunks.is_empty() {
+            // Most streams are small: no spare slots on the first write.
+            self.chunks.reserve_exact(1);
+        }
         self.chunks.push((start, bytes));
     }
 

@@ -10,10 +10,9 @@ pub enum Lifetime {
     Ttl {
         secs: u64,
     },
-    /// Fixed instant, with the header text the client sent so HEAD echoes it.
+    /// A fixed instant, in milliseconds since the Unix epoch.
     ExpiresAt {
         at_ms: u64,
-        text: String,
     },
 }
 
@@ -33,7 +32,7 @@ impl Lifetime {
         match (self, other) {
             (Lifetime::Forever, Lifetime::Forever) => true,
             (Lifetime::Ttl { secs: a }, Lifetime::Ttl { secs: b }) => a == b,
-            (Lifetime::ExpiresAt { at_ms: a, .. }, Lifetime::ExpiresAt { at_ms: b, .. }) => a == b,
+            (Lifetime::ExpiresAt { at_ms: a }, Lifetime::ExpiresAt { at_ms: b }) => a == b,
             _ => false,
         }
     }
@@ -44,7 +43,7 @@ impl LifetimeClock {
         let deadline_ms = match &lifetime {
             Lifetime::Forever => None,
             Lifetime::Ttl { secs } => Some(now_ms.saturating_add(secs.saturating_mul(1000))),
-            Lifetime::ExpiresAt { at_ms, .. } => Some(*at_ms),
+            Lifetime::ExpiresAt { at_ms } => Some(*at_ms),
         };
         LifetimeClock { lifetime, deadline_ms, renewed_ms: now_ms }
     }
@@ -95,7 +94,7 @@ mod tests {
         let clock = LifetimeClock::start(Lifetime::Ttl { secs: 8 }, 0);
         assert!(!clock.read_wants_renewal(1_999));
         assert!(clock.read_wants_renewal(2_000));
-        let fixed = LifetimeClock::start(Lifetime::ExpiresAt { at_ms: 9, text: String::new() }, 0);
+        let fixed = LifetimeClock::start(Lifetime::ExpiresAt { at_ms: 9 }, 0);
         assert!(!fixed.read_wants_renewal(5));
         assert!(fixed.expired(9));
     }

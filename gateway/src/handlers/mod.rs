@@ -110,6 +110,9 @@ where
     }
 }
 
+/// Bodies up to this size are copied into their own allocation.
+const COPY_BODIES_UP_TO: usize = 1024 * 1024;
+
 /// Reads a request body up to the protocol limit, refusing from
 /// `Content-Length` before reading when it can.
 async fn read_body<T>(req: Request<T>) -> Result<Bytes, ApiError>
@@ -127,7 +130,12 @@ where
     }
     let limit = usize::try_from(MAX_REQUEST_BYTES).unwrap_or(usize::MAX);
     match http_body_util::Limited::new(req.into_body(), limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
+        // A small body arrives as a slice of the connection's read buffer;
+        // stored as is, it would pin that whole buffer for the stream's life.
+        Ok(collected) => {
+            let bytes = collected.to_bytes();
+            Ok(if bytes.len() <= COPY_BODIES_UP_TO { Bytes::copy_from_slice(&bytes) } else { bytes })
+        }
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::RequestTooLarge),
         Err(_) => Err(ApiError::BodyUnreadable),
     }

@@ -1,7 +1,7 @@
 //! Writes: create (`PUT`), append and close (`POST`), delete.
 
 use bytes::Bytes;
-use http::header::{self, HeaderValue};
+use http::header;
 use http::{HeaderMap, Request, StatusCode};
 use ursula_stream::producer::WriteDigest;
 use ursula_stream::{
@@ -122,13 +122,28 @@ pub fn stream_headers(mut b: http::response::Builder, info: &StreamInfo) -> http
     match &info.lifetime {
         Lifetime::Forever => {}
         Lifetime::Ttl { secs } => b = b.header(names::STREAM_TTL, secs.to_string()),
-        Lifetime::ExpiresAt { text, .. } => {
-            if let Ok(v) = HeaderValue::from_str(text) {
-                b = b.header(names::STREAM_EXPIRES_AT, v);
+        Lifetime::ExpiresAt { at_ms } => {
+            if let Some(text) = rfc3339_ms(*at_ms) {
+                b = b.header(names::STREAM_EXPIRES_AT, text);
             }
         }
     }
     b
+}
+
+/// An instant as RFC 3339 in UTC, with milliseconds only when it has some,
+/// as `Stream-Expires-At` is echoed (the same instant a client sent).
+fn rfc3339_ms(at_ms: u64) -> Option<String> {
+    let nanos = i128::from(at_ms) * 1_000_000;
+    let at = time::OffsetDateTime::from_unix_timestamp_nanos(nanos).ok()?;
+    let text = if at_ms.is_multiple_of(1000) {
+        at.format(time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z"))
+    } else {
+        at.format(time::macros::format_description!(
+            "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+        ))
+    };
+    text.ok()
 }
 
 /// `Location` of a created stream: absolute, from the request's `Host`.

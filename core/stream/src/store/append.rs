@@ -26,7 +26,7 @@ impl StreamStore {
         if let Some(write) = &cmd.producer {
             forget_idle_producers(stream, ctx.now_ms);
             evict = admit_producer(stream, write, cmd.expect.is_some(), ctx.now_ms)?;
-            let state = stream.producers.get(&write.id);
+            let state = stream.producers().get(&write.id);
             match producer::decide(state, write) {
                 ProducerDecision::Proceed { claim: c } => claim = c,
                 ProducerDecision::Duplicate { receipt } => {
@@ -72,7 +72,7 @@ impl StreamStore {
 
         let bytes = check_content(stream, &cmd)?;
 
-        if let (Some(seq), Some(last)) = (&cmd.stream_seq, &stream.stream_seq)
+        if let (Some(seq), Some(last)) = (&cmd.stream_seq, stream.stream_seq())
             && seq <= last
         {
             return Err(Rejection::StreamSeqConflict { last: last.clone(), tail: stream.data.tail() });
@@ -88,7 +88,7 @@ impl StreamStore {
             stream.closed = true;
         }
         if let Some(seq) = cmd.stream_seq {
-            stream.stream_seq = Some(seq);
+            stream.writers_mut().stream_seq = Some(seq);
         }
         stream.clock.renew(ctx.now_ms);
         let receipt = Receipt { start, next: stream.data.tail(), closed: cmd.close };
@@ -96,14 +96,14 @@ impl StreamStore {
             forget_producer(stream, &victim);
         }
         let producer = cmd.producer.as_ref().map(|write| {
-            let previous = stream.producers.get(&write.id);
-            let next = producer::record(previous, write, receipt, ctx.now_ms, stream.epoch_floor);
+            let previous = stream.producers().get(&write.id);
+            let next = producer::record(previous, write, receipt, ctx.now_ms, stream.epoch_floor());
             let ack = ProducerAck {
                 epoch: next.epoch,
                 highest_seq: next.last_seq,
                 closed_epoch: if claim { next.closed_epoch } else { None },
             };
-            stream.producers.insert(write.id.clone(), next);
+            stream.writers_mut().producers.insert(write.id.clone(), next);
             ack
         });
         Ok(AppendOk { kind: AppendKind::Applied, receipt: Some(receipt), producer, info: stream.info() })
@@ -112,15 +112,16 @@ impl StreamStore {
 
 /// Discards the state of a producer, raising the epoch floor to its epoch.
 fn forget_producer(stream: &mut StreamState, id: &str) {
-    if let Some(state) = stream.producers.remove(id) {
-        stream.epoch_floor = Some(stream.epoch_floor.map_or(state.epoch, |f| f.max(state.epoch)));
+    let writers = stream.writers_mut();
+    if let Some(state) = writers.producers.remove(id) {
+        writers.epoch_floor = Some(writers.epoch_floor.map_or(state.epoch, |f| f.max(state.epoch)));
     }
 }
 
 /// Producers that wrote nothing for 7 days are forgotten.
 fn forget_idle_producers(stream: &mut StreamState, now_ms: u64) {
     let idle: Vec<String> = stream
-        .producers
+        .producers()
         .iter()
         .filter(|(_, p)| now_ms.saturating_sub(p.last_seen_ms) >= PRODUCER_IDLE_FORGET_MS)
         .map(|(id, _)| id.clone())
@@ -138,9 +139,9 @@ fn admit_producer(
     with_incarnation: bool,
     now_ms: u64,
 ) -> Result<Option<String>, Rejection> {
-    let floor = stream.epoch_floor;
+    let floor = stream.epoch_floor();
     let expired = || Rejection::ProducerExpired { floor: floor.unwrap_or(0) };
-    if let Some(state) = stream.producers.get(&write.id) {
+    if let Some(state) = stream.producers().get(&write.id) {
         let claims_above_floor = write.seq == 0 && floor.is_none_or(|f| write.epoch > f);
         if with_incarnation && !state.opened_above_floor && !claims_above_floor {
             return Err(expired());
@@ -150,12 +151,12 @@ fn admit_producer(
     if with_incarnation && floor.is_some_and(|f| write.epoch <= f) {
         return Err(expired());
     }
-    if stream.producers.len() < MAX_PRODUCERS {
+    if stream.producers().len() < MAX_PRODUCERS {
         return Ok(None);
     }
     // Deterministic choice: the least recently seen, ties by id.
     let victim = stream
-        .producers
+        .producers()
         .iter()
         .filter(|(_, p)| now_ms.saturating_sub(p.last_seen_ms) >= PRODUCER_EVICTABLE_IDLE_MS)
         .min_by_key(|(id, p)| (p.last_seen_ms, id.as_str()))

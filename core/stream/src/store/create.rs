@@ -1,6 +1,6 @@
 //! `PUT /{bucket}/{stream}` (base protocol §5.1, spec/26-create-stream.md).
 
-use super::{StreamState, StreamStore};
+use super::{StreamState, StreamStore, Writers};
 use crate::command::{ApplyCtx, Body, CreateStream};
 use crate::data::StreamData;
 use crate::incarnation::Incarnation;
@@ -45,15 +45,13 @@ impl StreamStore {
             content_type: cmd.content_type,
             clock: LifetimeClock::start(cmd.lifetime, ctx.now_ms),
             closed: cmd.closed,
-            stream_seq: cmd.stream_seq,
             data,
-            producers: Default::default(),
-            epoch_floor: None,
+            writers: cmd.stream_seq.map(|seq| Box::new(Writers { stream_seq: Some(seq), ..Writers::default() })),
             snapshot: None,
             retained: Offset::ZERO,
         };
         let info = stream.info();
-        self.streams.insert(cmd.key, stream);
+        self.insert(cmd.key, stream);
         Ok(CreateOk { created: true, info })
     }
 }

@@ -20,7 +20,7 @@ pub use read::ReadQuery;
 use crate::command::{ApplyCtx, Command};
 use crate::content_type::ContentType;
 use crate::data::StreamData;
-use crate::ids::StreamKey;
+use crate::ids::{BucketId, StreamId, StreamKey};
 use crate::incarnation::Incarnation;
 use crate::lifetime::LifetimeClock;
 use crate::offset::Offset;
@@ -36,19 +36,44 @@ pub struct StreamState {
     pub content_type: ContentType,
     pub clock: LifetimeClock,
     pub closed: bool,
-    pub stream_seq: Option<StreamSeq>,
     pub data: StreamData,
-    /// Keyed by `Producer-Id`; a `BTreeMap` so iteration order is deterministic.
-    pub producers: BTreeMap<String, ProducerState>,
-    /// The highest epoch of any producer state the stream discarded (extensions §5.4).
-    pub epoch_floor: Option<u64>,
+    /// Boxed: most streams have no `Stream-Seq` and no producers.
+    pub writers: Option<Box<Writers>>,
     /// Boxed: most streams never publish one.
     pub snapshot: Option<Box<Snapshot>>,
     /// Reads below it answer 410.
     pub retained: Offset,
 }
 
+/// The state of conditional and idempotent writers of a stream.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Writers {
+    pub stream_seq: Option<StreamSeq>,
+    /// Keyed by `Producer-Id`; a `BTreeMap` so iteration order is deterministic.
+    pub producers: BTreeMap<String, ProducerState>,
+    /// The highest epoch of any producer state the stream discarded (extensions §5.4).
+    pub epoch_floor: Option<u64>,
+}
+
+static NO_PRODUCERS: BTreeMap<String, ProducerState> = BTreeMap::new();
+
 impl StreamState {
+    pub fn producers(&self) -> &BTreeMap<String, ProducerState> {
+        self.writers.as_ref().map_or(&NO_PRODUCERS, |w| &w.producers)
+    }
+
+    pub fn stream_seq(&self) -> Option<&StreamSeq> {
+        self.writers.as_ref().and_then(|w| w.stream_seq.as_ref())
+    }
+
+    pub fn epoch_floor(&self) -> Option<u64> {
+        self.writers.as_ref().and_then(|w| w.epoch_floor)
+    }
+
+    fn writers_mut(&mut self) -> &mut Writers {
+        self.writers.get_or_insert_with(Default::default)
+    }
+
     pub fn info(&self) -> StreamInfo {
         StreamInfo {
             incarnation: self.incarnation,
@@ -94,7 +119,8 @@ pub enum Outcome {
 pub struct StreamStore {
     /// Drawn at random when this store's history began; seeds tokens.
     history_id: u64,
-    streams: BTreeMap<StreamKey, StreamState>,
+    /// Streams by bucket, so a bucket id is held once, not once per stream.
+    streams: BTreeMap<BucketId, BTreeMap<StreamId, StreamState>>,
 }
 
 impl StreamStore {
@@ -118,9 +144,12 @@ impl StreamStore {
                 Outcome::Renew
             }
             Command::Sweep => {
-                let before = self.streams.len();
-                self.streams.retain(|_, s| !s.clock.expired(ctx.now_ms));
-                Outcome::Sweep { removed: before - self.streams.len() }
+                let before = self.len();
+                for bucket in self.streams.values_mut() {
+                    bucket.retain(|_, s| !s.clock.expired(ctx.now_ms));
+                }
+                self.streams.retain(|_, bucket| !bucket.is_empty());
+                Outcome::Sweep { removed: before - self.len() }
             }
         }
     }
@@ -128,21 +157,30 @@ impl StreamStore {
     fn delete(&mut self, key: &StreamKey, expect: Option<Incarnation>, ctx: ApplyCtx) -> Result<(), Rejection> {
         let stream = self.live_mut(key, ctx.now_ms).ok_or(Rejection::StreamNotFound)?;
         stream.check_expect(expect)?;
-        self.streams.remove(key);
+        if let Some(bucket) = self.streams.get_mut(&key.bucket) {
+            bucket.remove(&key.stream);
+            if bucket.is_empty() {
+                self.streams.remove(&key.bucket);
+            }
+        }
         Ok(())
+    }
+
+    fn insert(&mut self, key: StreamKey, stream: StreamState) {
+        self.streams.entry(key.bucket).or_default().insert(key.stream, stream);
     }
 
     /// The stream at `key` unless it does not exist or its lifetime ended.
     pub fn live(&self, key: &StreamKey, now_ms: u64) -> Option<&StreamState> {
-        self.streams.get(key).filter(|s| !s.clock.expired(now_ms))
+        self.streams.get(&key.bucket)?.get(&key.stream).filter(|s| !s.clock.expired(now_ms))
     }
 
     fn live_mut(&mut self, key: &StreamKey, now_ms: u64) -> Option<&mut StreamState> {
-        self.streams.get_mut(key).filter(|s| !s.clock.expired(now_ms))
+        self.streams.get_mut(&key.bucket)?.get_mut(&key.stream).filter(|s| !s.clock.expired(now_ms))
     }
 
     pub fn len(&self) -> usize {
-        self.streams.len()
+        self.streams.values().map(BTreeMap::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {

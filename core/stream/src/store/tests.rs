@@ -303,7 +303,7 @@ fn reads_ask_for_renewal_once_a_quarter_window_passed() {
 fn expires_at_is_fixed_and_sweep_removes_expired_streams() {
     let mut h = Harness::new();
     let at_ms = h.now_ms + 5_000;
-    h.create_with("e", "text/plain", "", Lifetime::ExpiresAt { at_ms, text: "x".into() }, false).expect("created");
+    h.create_with("e", "text/plain", "", Lifetime::ExpiresAt { at_ms }, false).expect("created");
     h.append(Harness::append_cmd("e", Some("text/plain"), "x")).expect("append");
     h.now_ms = at_ms;
     assert_eq!(h.apply(Command::Sweep), Outcome::Sweep { removed: 1 });

@@ -214,7 +214,7 @@ fn the_producer_cap_evicts_only_producers_idle_for_an_hour() {
     h.produce("s", "p1", 0, 1, None).expect("p1 stays busy");
     h.produce("s", "late", 0, 0, None).expect("evicts the least recently seen idle producer");
     let stream = h.store.live(&key("s"), h.now_ms).expect("live");
-    assert_eq!(stream.producers.len(), MAX_PRODUCERS);
-    assert!(!stream.producers.contains_key("p0") && stream.producers.contains_key("p1"));
-    assert_eq!(stream.epoch_floor, Some(0));
+    assert_eq!(stream.producers().len(), MAX_PRODUCERS);
+    assert!(!stream.producers().contains_key("p0") && stream.producers().contains_key("p1"));
+    assert_eq!(stream.epoch_floor(), Some(0));
 }
