@@ -15,6 +15,15 @@ pub struct FileConfig {
     pub server: ServerSection,
     #[serde(default)]
     pub protocol: ProtocolSection,
+    #[serde(default)]
+    pub runtime: RuntimeSection,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeSection {
+    /// Worker threads; defaults to the available parallelism.
+    pub core_count: Option<usize>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -39,6 +48,7 @@ pub struct NodeConfig {
     pub json_reads: JsonReads,
     pub group_count: u32,
     pub cluster_id: String,
+    pub core_count: usize,
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:4437";
@@ -115,7 +125,14 @@ pub fn resolve(file: FileConfig, cli: &CliOverrides) -> Result<NodeConfig, Confi
         // A single node without one generates `u` + 32 hex digits (extensions §10).
         None => format!("u{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..)),
     };
-    Ok(NodeConfig { listen, json_reads, group_count: DEFAULT_GROUP_COUNT, cluster_id })
+    let core_count = match file.runtime.core_count {
+        Some(0) => {
+            return Err(ConfigError::Value { key: "runtime.core_count", value: "0".into(), expected: "at least 1" });
+        }
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(1, usize::from),
+    };
+    Ok(NodeConfig { listen, json_reads, group_count: DEFAULT_GROUP_COUNT, cluster_id, core_count })
 }
 
 fn valid_cluster_id(id: &str) -> bool {

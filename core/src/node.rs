@@ -20,7 +20,11 @@ pub async fn run(
     let engine = Arc::new(MemoryEngine::new(config.group_count));
     let sweeper = tokio::spawn(sweep_forever(engine.clone(), Duration::from_secs(30)));
     let backend = Arc::new(NodeBackend::new(engine));
-    let options = HttpOptions { json_reads: config.json_reads, cluster_id: config.cluster_id.clone() };
+    let options = HttpOptions {
+        json_reads: config.json_reads,
+        cluster_id: config.cluster_id.clone(),
+        workers: config.core_count,
+    };
     let served = ursula_gateway::serve(listener, backend, options, shutdown).await;
     sweeper.abort();
     served

@@ -27,4 +27,6 @@ pub struct HttpOptions {
     pub json_reads: JsonReads,
     /// `Ursula-Cluster-Id`: names the deployment (extensions §10).
     pub cluster_id: String,
+    /// Worker threads serving connections (`runtime.core_count`).
+    pub workers: usize,
 }

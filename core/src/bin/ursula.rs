@@ -38,7 +38,9 @@ fn main() -> anyhow::Result<()> {
         .init();
     let Commands::Server { config, listen, json_reads } = Cli::parse().command;
     let config = config::load(&CliOverrides { config, listen, json_reads })?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    // The main runtime accepts and runs housekeeping; requests are served on
+    // the HTTP layer's worker threads.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the runtime")?;
     runtime.block_on(async move {
         let listener =
             tokio::net::TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
