@@ -19,6 +19,17 @@ pub fn full(bytes: impl Into<Bytes>) -> Body {
     Full::new(bytes.into()).boxed_unsync()
 }
 
+/// A body sent as the given chunks, in order, without joining them.
+pub fn chunks(chunks: Vec<Bytes>) -> Body {
+    match <[Bytes; 1]>::try_from(chunks) {
+        Ok([one]) => full(one),
+        Err(many) => {
+            let frames = futures_util::stream::iter(many.into_iter().map(|c| Ok(http_body::Frame::data(c))));
+            http_body_util::StreamBody::new(frames).boxed_unsync()
+        }
+    }
+}
+
 pub fn empty() -> Body {
     Empty::new().boxed_unsync()
 }

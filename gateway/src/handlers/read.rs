@@ -114,13 +114,14 @@ pub fn none_match(request: &HeaderMap, tag: &str) -> bool {
 }
 
 /// The bytes of a read in the representation clients get.
-pub fn representation<B>(shared: &Shared<B>, view: &ReadView) -> (Bytes, &'static str) {
+/// The body of a read as the chunks it is made of (no copy of stored bytes),
+/// and the JSON read type when it differs from the stream's content type.
+pub fn representation<B>(shared: &Shared<B>, view: &ReadView) -> (Vec<Bytes>, &'static str) {
     let json = view.info.content_type.is_json();
     if json && shared.options.json_reads == JsonReads::Array {
-        return (json_array(&view.chunks), "application/json");
+        return (vec![json_array(&view.chunks)], "application/json");
     }
-    let body = concat(&view.chunks);
-    (body, if json { "application/x-ndjson" } else { "" })
+    (view.chunks.clone(), if json { "application/x-ndjson" } else { "" })
 }
 
 pub fn concat(chunks: &[Bytes]) -> Bytes {
@@ -164,8 +165,9 @@ fn data_answer<B>(
     cursor: Option<u64>,
 ) -> Answer {
     let (body, json_type) = representation(shared, view);
+    let body_len: usize = body.iter().map(Bytes::len).sum();
     let content_type = if json_type.is_empty() { view.info.content_type.as_str() } else { json_type };
-    let gzip_eligible = !json_type.is_empty() && body.len() >= GZIP_MIN_BYTES;
+    let gzip_eligible = !json_type.is_empty() && body_len >= GZIP_MIN_BYTES;
     let tag = etag(view, gzip_eligible);
     let cache = if at_now { "no-store" } else { "public, max-age=60, stale-while-revalidate=300" };
     let mut b = render::builder(StatusCode::OK)
@@ -196,11 +198,14 @@ fn data_answer<B>(
             return render::finish(b.header(header::CONTENT_ENCODING, "gzip"), render::full(zipped));
         }
     }
-    render::finish(b, render::full(body))
+    render::finish(b.header(header::CONTENT_LENGTH, body_len), render::chunks(body))
 }
 
-fn gzip(body: &[u8]) -> Option<Bytes> {
-    let mut encoder = flate2::write::GzEncoder::new(Vec::with_capacity(body.len() / 4), flate2::Compression::fast());
-    encoder.write_all(body).ok()?;
+fn gzip(body: &[Bytes]) -> Option<Bytes> {
+    let len: usize = body.iter().map(Bytes::len).sum();
+    let mut encoder = flate2::write::GzEncoder::new(Vec::with_capacity(len / 4), flate2::Compression::fast());
+    for chunk in body {
+        encoder.write_all(chunk).ok()?;
+    }
     encoder.finish().ok().map(Bytes::from)
 }
