@@ -4,31 +4,44 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use ursula_core::config::{self, CliOverrides};
 
 #[derive(Parser)]
 #[command(name = "ursula", version, about = "Durable, replayable streams over HTTP and SSE")]
+#[command(args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
-    command: Commands,
+    command: Option<Commands>,
+    /// `ursula --config FILE` is `ursula server --config FILE`.
+    #[command(flatten)]
+    server: ServerArgs,
 }
 
 #[derive(Subcommand)]
 enum Commands {
     /// Run a node. With no config file: the zero-config development node,
     /// in memory, on 127.0.0.1:4437; nothing survives a restart.
-    Server {
-        /// Config file (else ./ursula.toml, else /etc/ursula/ursula.toml).
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Client listener (`server.listen`); port 0 picks a free port.
-        #[arg(long)]
-        listen: Option<String>,
-        /// How JSON streams are read back: ndjson (the spec) or array (older clients).
-        #[arg(long, value_name = "ndjson|array")]
-        json_reads: Option<String>,
-    },
+    Server(ServerArgs),
+}
+
+#[derive(Args, Default)]
+struct ServerArgs {
+    /// Config file (else ./ursula.toml, else /etc/ursula/ursula.toml).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Resource preset: default, dev, tiny, small, standard or large.
+    #[arg(long)]
+    preset: Option<String>,
+    /// Overrides `raft.node_id`.
+    #[arg(long)]
+    node_id: Option<u64>,
+    /// Client listener (`server.listen`); port 0 picks a free port.
+    #[arg(long)]
+    listen: Option<String>,
+    /// How JSON streams are read back: ndjson (the spec) or array (older clients).
+    #[arg(long, value_name = "ndjson|array")]
+    json_reads: Option<String>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -36,8 +49,26 @@ fn main() -> anyhow::Result<()> {
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("URSULA_LOG").unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)
         .init();
-    let Commands::Server { config, listen, json_reads } = Cli::parse().command;
-    let config = config::load(&CliOverrides { config, listen, json_reads })?;
+    let cli = Cli::parse();
+    let args = match cli.command {
+        Some(Commands::Server(args)) => args,
+        None => cli.server,
+    };
+    let overrides = CliOverrides {
+        config: args.config,
+        preset: args.preset,
+        node_id: args.node_id,
+        listen: args.listen,
+        json_reads: args.json_reads,
+    };
+    let config = match config::load(&overrides) {
+        Ok(c) => c,
+        Err(e) => {
+            // One line an operator reads; exit code 2 like a usage error.
+            eprintln!("ursula: {e}");
+            std::process::exit(2);
+        }
+    };
     // The main runtime accepts and runs housekeeping; requests are served on
     // the HTTP layer's worker threads.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the runtime")?;

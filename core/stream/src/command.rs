@@ -23,7 +23,7 @@ pub struct ApplyCtx {
     pub log_index: u64,
 }
 
-#[derive(Debug, Clone)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone)]
 pub enum Command {
     Create(CreateStream),
     Append(AppendStream),
@@ -36,7 +36,7 @@ pub enum Command {
 }
 
 /// `PUT /{bucket}/{stream}`.
-#[derive(Debug, Clone)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone)]
 pub struct CreateStream {
     pub key: StreamKey,
     pub content_type: ContentType,
@@ -49,7 +49,7 @@ pub struct CreateStream {
 }
 
 /// `POST /{bucket}/{stream}`: an append, a close, or both.
-#[derive(Debug, Clone)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone)]
 pub struct AppendStream {
     pub key: StreamKey,
     /// The request's content type, when it sent one.
@@ -63,7 +63,7 @@ pub struct AppendStream {
 }
 
 /// `DELETE /{bucket}/{stream}`.
-#[derive(Debug, Clone)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone)]
 pub struct DeleteStream {
     pub key: StreamKey,
     pub expect: Option<Incarnation>,
@@ -71,7 +71,7 @@ pub struct DeleteStream {
 
 /// `PUT /{bucket}/{stream}/snapshot/{offset}` (extensions §2.2). The
 /// proposer computes the digest once.
-#[derive(Debug, Clone)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone)]
 pub struct PublishSnapshot {
     pub key: StreamKey,
     pub offset: Offset,
@@ -82,7 +82,7 @@ pub struct PublishSnapshot {
 }
 
 /// `PUT /{bucket}/{stream}/retention/{offset}` (extensions §2.2, Retention Effect).
-#[derive(Debug, Clone)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone)]
 pub struct AdvanceRetention {
     pub key: StreamKey,
     pub offset: Offset,
@@ -90,7 +90,7 @@ pub struct AdvanceRetention {
 }
 
 /// A read's renewal of a sliding TTL; applies only to the incarnation read.
-#[derive(Debug, Clone)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone)]
 pub struct RenewStream {
     pub key: StreamKey,
     pub incarnation: Incarnation,
@@ -98,7 +98,7 @@ pub struct RenewStream {
 
 /// A request body, prepared before it is proposed: a JSON body is validated
 /// and normalized once by the proposer, so applying it is a copy.
-#[derive(Debug, Clone)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone)]
 pub enum Body {
     Empty,
     Bytes(Bytes),
@@ -106,7 +106,7 @@ pub enum Body {
 }
 
 /// The normalized messages of a JSON body (JSON Message Text rule).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct JsonBatch {
     /// Each message's stored text followed by one LF.
     pub text: Bytes,

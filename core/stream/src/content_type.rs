@@ -7,7 +7,7 @@ use std::fmt;
 /// A normalized MIME type: `type/subtype` lowercased, parameters trimmed,
 /// lowercased and joined with `; `. The common types borrow a static
 /// string, so the many streams that share one cost no allocation.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ContentType(Cow<'static, str>);
 
 const COMMON: &[&str] = &[

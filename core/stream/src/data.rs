@@ -19,7 +19,7 @@ pub enum Boundary {
 
 /// The appended bodies with the offset each starts at; one vector, so an
 /// idle stream with data costs one allocation.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Default, PartialEq, Eq)]
 pub struct StreamData {
     chunks: Vec<(u64, Bytes)>,
     len: u64,

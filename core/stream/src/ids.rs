@@ -16,7 +16,7 @@ pub enum IdError {
 }
 
 /// A validated bucket id.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct BucketId(String);
 
 impl BucketId {
@@ -32,7 +32,7 @@ impl BucketId {
 }
 
 /// A validated stream id within a bucket.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct StreamId(String);
 
 impl StreamId {
@@ -53,7 +53,7 @@ impl StreamId {
 }
 
 /// The key of a stream: (bucket, stream).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct StreamKey {
     pub bucket: BucketId,
     pub stream: StreamId,

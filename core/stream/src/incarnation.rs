@@ -8,7 +8,7 @@ use crate::ids::StreamKey;
 /// Tokens lie in [2^52, 2^53), so they are exact as a JavaScript `Number`.
 const LOW: u64 = 1 << 52;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Incarnation(u64);
 
 impl Incarnation {

@@ -2,7 +2,7 @@
 //! (spec/13-streams.md "Lifecycle").
 
 /// How long a stream lives, as its create asked.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub enum Lifetime {
     Forever,
     /// Sliding window in seconds, renewed by writes and (at most once per
@@ -17,7 +17,7 @@ pub enum Lifetime {
 }
 
 /// Where a stream's lifetime stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct LifetimeClock {
     pub lifetime: Lifetime,
     /// When the stream expires; `None` for `Forever`.

@@ -5,7 +5,7 @@
 use std::fmt;
 
 /// A position in a stream: the number of stored bytes before it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Offset(pub u64);
 
 /// Width of the wire form of an offset.

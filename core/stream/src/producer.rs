@@ -10,7 +10,7 @@ pub const MAX_PRODUCER_NUMBER: u64 = (1 << 53) - 1;
 pub const MAX_PRODUCER_ID_BYTES: usize = 256;
 
 /// The producer headers of one write, validated by the HTTP layer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct ProducerHeaders {
     pub id: String,
     pub epoch: u64,
@@ -22,7 +22,7 @@ pub struct ProducerHeaders {
 /// A write's `Producer-Digest` and whether the body matched it. The
 /// proposer hashes the body once; the state machine decides when a
 /// mismatch matters (only for a write that would apply).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriteDigest {
     pub claimed: [u8; 32],
     pub matches_body: bool,
@@ -35,7 +35,7 @@ impl ProducerHeaders {
 }
 
 /// Where one applied write's bytes landed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Receipt {
     pub start: Offset,
     pub next: Offset,
@@ -43,14 +43,14 @@ pub struct Receipt {
 }
 
 /// The epoch a claim replaced, and the last seq of it that applied.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClosedEpoch {
     pub epoch: u64,
     pub seq: u64,
 }
 
 /// What a stream remembers of one producer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct ProducerState {
     pub epoch: u64,
     pub last_seq: u64,

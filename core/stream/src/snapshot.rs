@@ -10,7 +10,7 @@ use crate::offset::Offset;
 
 /// The BLAKE3 hash of the content type's length (u64 little-endian), the
 /// content type and the body, shown as 64 lowercase hex digits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SnapshotDigest([u8; 32]);
 
 impl SnapshotDigest {
@@ -34,7 +34,7 @@ impl fmt::Display for SnapshotDigest {
 }
 
 /// The latest visible snapshot of a stream.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct Snapshot {
     pub offset: Offset,
     pub content_type: ContentType,

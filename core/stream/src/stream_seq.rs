@@ -4,7 +4,7 @@
 pub const MAX_STREAM_SEQ_BYTES: usize = 256;
 
 /// A `Stream-Seq` value, compared bytewise.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct StreamSeq(String);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -37,7 +37,7 @@ pub struct JsonMessages {
 }
 
 /// Why a body was refused. Every variant is a `400 Bad Request`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JsonTextError {
     /// The body is not valid UTF-8 (checked over the whole body).
     InvalidUtf8,

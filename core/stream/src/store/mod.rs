@@ -30,7 +30,7 @@ use crate::snapshot::Snapshot;
 use crate::stream_seq::StreamSeq;
 
 /// One incarnation of a stream.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct StreamState {
     pub incarnation: Incarnation,
     pub content_type: ContentType,
@@ -46,7 +46,7 @@ pub struct StreamState {
 }
 
 /// The state of conditional and idempotent writers of a stream.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Default, PartialEq, Eq)]
 pub struct Writers {
     pub stream_seq: Option<StreamSeq>,
     /// Keyed by `Producer-Id`; a `BTreeMap` so iteration order is deterministic.
@@ -115,7 +115,7 @@ pub enum Outcome {
     Sweep { removed: usize },
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Default, PartialEq, Eq)]
 pub struct StreamStore {
     /// Drawn at random when this store's history began; seeds tokens.
     history_id: u64,

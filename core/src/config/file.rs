@@ -1,0 +1,72 @@
+//! The config file's keys. Every section refuses unknown keys, so a typo
+//! stops startup instead of being ignored.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::size::ByteSize;
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    #[serde(default)]
+    pub server: ServerSection,
+    #[serde(default)]
+    pub protocol: ProtocolSection,
+    #[serde(default)]
+    pub runtime: RuntimeSection,
+    #[serde(default)]
+    pub raft: RaftSection,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    pub listen: Option<String>,
+    /// Names the deployment in `Ursula-Cluster-Id`.
+    pub cluster_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProtocolSection {
+    /// `ndjson` (the spec's form) or `array` (older clients).
+    pub json_reads: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeSection {
+    /// Worker threads; defaults to the available parallelism.
+    pub core_count: Option<usize>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RaftSection {
+    pub node_id: Option<u64>,
+    pub group_count: Option<u32>,
+    pub snapshot_log_budget: Option<ByteSize>,
+    pub snapshot_backstop_logs: Option<u64>,
+    #[serde(default)]
+    pub wal: WalSection,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WalSection {
+    pub path: Option<PathBuf>,
+    pub fsync: Option<FsyncSetting>,
+    pub segment_size: Option<ByteSize>,
+    pub cache_size: Option<ByteSize>,
+    pub min_available_size: Option<ByteSize>,
+    pub resume_available_size: Option<ByteSize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FsyncSetting {
+    Never,
+    Always,
+}

@@ -1,0 +1,255 @@
+//! Node configuration (spec/07-configuration.md): built-in defaults < a
+//! preset < the TOML file (`--config`, else `./ursula.toml`, else
+//! `/etc/ursula/ursula.toml`) < CLI overrides. Unknown keys and invalid
+//! values refuse startup with one line naming the key.
+//!
+//! Module map:
+//! - `file`: the file's sections and keys.
+//! - `preset`: the resource presets, as base layers.
+//! - `size`: byte sizes such as `64MiB`.
+
+mod file;
+mod preset;
+mod size;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+pub use file::{FileConfig, FsyncSetting};
+pub use preset::Preset;
+pub use size::ByteSize;
+use ursula_gateway::JsonReads;
+
+/// The validated settings a node runs with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeConfig {
+    pub listen: SocketAddr,
+    pub json_reads: JsonReads,
+    pub group_count: u32,
+    /// `server.cluster_id` as configured; without one the node generates
+    /// it (and a Raft node keeps it in its WAL).
+    pub cluster_id: Option<String>,
+    pub core_count: usize,
+    pub engine: EngineConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineConfig {
+    /// The `default`/`dev` presets: one process, nothing survives a restart.
+    Memory,
+    Raft(RaftConfig),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RaftConfig {
+    pub node_id: u64,
+    pub snapshot_log_budget: u64,
+    pub snapshot_backstop_logs: u64,
+    pub wal: WalConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalConfig {
+    /// None: a temporary directory, removed on clean shutdown.
+    pub path: Option<PathBuf>,
+    pub fsync: FsyncSetting,
+    pub segment_size: u64,
+    pub cache_size: u64,
+    pub min_available_size: u64,
+    pub resume_available_size: u64,
+}
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:4437";
+/// Raft groups per owner core when `raft.group_count` is not set.
+pub const GROUPS_PER_CORE: u32 = 16;
+pub const MAX_GROUP_COUNT: u32 = 65_536;
+pub const MIN_SEGMENT_SIZE: u64 = 4 * ByteSize::KIB;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("invalid config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid value for {key}: {value:?} ({expected})")]
+    Value { key: &'static str, value: String, expected: &'static str },
+    #[error("unknown preset {0:?} (default, dev, tiny, small, standard or large)")]
+    Preset(String),
+}
+
+/// Overrides from the command line, which win over the file.
+#[derive(Debug, Clone, Default)]
+pub struct CliOverrides {
+    pub config: Option<PathBuf>,
+    pub preset: Option<String>,
+    pub node_id: Option<u64>,
+    pub listen: Option<String>,
+    pub json_reads: Option<String>,
+}
+
+/// The file to load: the one named, else the first of the search path that exists.
+fn config_path(named: Option<&Path>) -> Option<PathBuf> {
+    if let Some(p) = named {
+        return Some(p.to_path_buf());
+    }
+    ["ursula.toml", "/etc/ursula/ursula.toml"].iter().map(PathBuf::from).find(|p| p.is_file())
+}
+
+pub fn load(cli: &CliOverrides) -> Result<NodeConfig, ConfigError> {
+    let preset = match &cli.preset {
+        None => None,
+        Some(name) => Some(name.parse::<Preset>().map_err(|()| ConfigError::Preset(name.clone()))?),
+    };
+    let file = match config_path(cli.config.as_deref()) {
+        None => None,
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(&path).map_err(|source| ConfigError::Read { path: path.clone(), source })?;
+            Some((path, text))
+        }
+    };
+    let text = file.as_ref().map_or("", |(_, t)| t.as_str());
+    let merged = parse_layers(preset, text).map_err(|message| ConfigError::Parse {
+        path: file.as_ref().map_or_else(PathBuf::new, |(p, _)| p.clone()),
+        message,
+    })?;
+    // No file and no preset is the zero-config development node.
+    let preset = preset.or(if file.is_none() { Some(Preset::Default) } else { None });
+    resolve(merged, preset, cli)
+}
+
+/// Parses `text` over the preset's layer into typed sections; the message
+/// names the offending key (`raft.wal.fsync: unknown variant ...`).
+pub fn parse_layers(preset: Option<Preset>, text: &str) -> Result<FileConfig, String> {
+    let mut base: toml::Table =
+        toml::from_str(preset.map_or("", Preset::layer)).map_err(|e| e.message().to_string())?;
+    let over: toml::Table = toml::from_str(text).map_err(|e| match e.span() {
+        Some(span) => format!("line {}: {}", 1 + text[..span.start.min(text.len())].matches('\n').count(), e.message()),
+        None => e.message().to_string(),
+    })?;
+    merge(&mut base, over);
+    serde_path_to_error::deserialize(toml::Value::Table(base)).map_err(|e| {
+        let path = e.path().to_string();
+        // The toml deserializer appends "in `section`" on a second line; the path says it already.
+        let inner = e.inner().to_string();
+        let inner = inner.lines().next().unwrap_or_default();
+        if path == "." { inner.to_string() } else { format!("{path}: {inner}") }
+    })
+}
+
+/// Later layers win key by key; tables merge recursively.
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+pub fn resolve(file: FileConfig, preset: Option<Preset>, cli: &CliOverrides) -> Result<NodeConfig, ConfigError> {
+    let listen_text = cli.listen.clone().or(file.server.listen).unwrap_or_else(|| DEFAULT_LISTEN.to_string());
+    let listen = listen_text.parse().map_err(|_| ConfigError::Value {
+        key: "server.listen",
+        value: listen_text.clone(),
+        expected: "host:port, e.g. 127.0.0.1:4437",
+    })?;
+    let json_reads = match cli.json_reads.clone().or(file.protocol.json_reads) {
+        None => JsonReads::default(),
+        Some(v) => JsonReads::parse(&v).ok_or(ConfigError::Value {
+            key: "protocol.json_reads",
+            value: v,
+            expected: "ndjson or array",
+        })?,
+    };
+    let cluster_id = match file.server.cluster_id {
+        Some(id) if !valid_cluster_id(&id) => {
+            return Err(ConfigError::Value {
+                key: "server.cluster_id",
+                value: id,
+                expected: "1 to 64 of A-Z a-z 0-9 . _ -",
+            });
+        }
+        id => id,
+    };
+    let core_count = match file.runtime.core_count {
+        Some(0) => {
+            return Err(ConfigError::Value { key: "runtime.core_count", value: "0".into(), expected: "at least 1" });
+        }
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(1, usize::from),
+    };
+    let raft = file.raft;
+    let group_count = match raft.group_count {
+        Some(n) if n == 0 || n > MAX_GROUP_COUNT => {
+            return Err(ConfigError::Value { key: "raft.group_count", value: n.to_string(), expected: "1 to 65536" });
+        }
+        Some(n) => n,
+        None => (core_count as u32).saturating_mul(GROUPS_PER_CORE).min(MAX_GROUP_COUNT),
+    };
+    // A WAL path asks for Raft whatever the preset; `default`/`dev` (or no
+    // file and no preset) keep the in-memory engine.
+    let memory = raft.wal.path.is_none() && preset.is_some_and(Preset::in_memory);
+    let engine = if memory { EngineConfig::Memory } else { EngineConfig::Raft(raft_config(raft, cli)?) };
+    Ok(NodeConfig { listen, json_reads, group_count, cluster_id, core_count, engine })
+}
+
+fn raft_config(raft: file::RaftSection, cli: &CliOverrides) -> Result<RaftConfig, ConfigError> {
+    let wal = raft.wal;
+    let segment_size = wal.segment_size.map_or(64 * ByteSize::MIB, |s| s.0);
+    if segment_size < MIN_SEGMENT_SIZE {
+        return Err(ConfigError::Value {
+            key: "raft.wal.segment_size",
+            value: ByteSize(segment_size).to_string(),
+            expected: "at least 4KiB",
+        });
+    }
+    let min_available_size = wal.min_available_size.map_or(512 * ByteSize::MIB, |s| s.0);
+    let resume_available_size = wal.resume_available_size.map_or(ByteSize::GIB, |s| s.0);
+    if min_available_size > 0 && resume_available_size <= min_available_size {
+        return Err(ConfigError::Value {
+            key: "raft.wal.resume_available_size",
+            value: ByteSize(resume_available_size).to_string(),
+            expected: "more than raft.wal.min_available_size",
+        });
+    }
+    let snapshot_backstop_logs = raft.snapshot_backstop_logs.unwrap_or(100_000);
+    if snapshot_backstop_logs == 0 {
+        return Err(ConfigError::Value {
+            key: "raft.snapshot_backstop_logs",
+            value: "0".into(),
+            expected: "at least 1",
+        });
+    }
+    let snapshot_log_budget = raft.snapshot_log_budget.map_or(ByteSize::GIB, |s| s.0);
+    if snapshot_log_budget == 0 {
+        return Err(ConfigError::Value {
+            key: "raft.snapshot_log_budget",
+            value: "0B".into(),
+            expected: "more than 0",
+        });
+    }
+    Ok(RaftConfig {
+        // A single node needs no configured id; 1 is what the examples use.
+        node_id: cli.node_id.or(raft.node_id).unwrap_or(1),
+        snapshot_log_budget,
+        snapshot_backstop_logs,
+        wal: WalConfig {
+            path: wal.path,
+            fsync: wal.fsync.unwrap_or(FsyncSetting::Never),
+            segment_size,
+            cache_size: wal.cache_size.map_or(256 * ByteSize::MIB, |s| s.0),
+            min_available_size,
+            resume_available_size,
+        },
+    })
+}
+
+pub fn valid_cluster_id(id: &str) -> bool {
+    (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,82 @@
+use super::*;
+
+fn cfg(preset: Option<Preset>, text: &str, cli: &CliOverrides) -> Result<NodeConfig, String> {
+    let file = parse_layers(preset, text)?;
+    resolve(file, preset, cli).map_err(|e| e.to_string())
+}
+
+#[test]
+fn defaults_are_the_development_node() {
+    let c = cfg(Some(Preset::Default), "", &CliOverrides::default()).expect("valid");
+    assert_eq!(c.listen.to_string(), DEFAULT_LISTEN);
+    assert_eq!(c.json_reads, JsonReads::Ndjson);
+    assert_eq!(c.engine, EngineConfig::Memory);
+    assert_eq!(c.cluster_id, None);
+}
+
+#[test]
+fn cli_wins_over_file() {
+    let text = "[server]\nlisten = \"127.0.0.1:9000\"\n[protocol]\njson_reads = \"array\"\n[raft]\nnode_id = 4\n";
+    let cli = CliOverrides { listen: Some("127.0.0.1:0".into()), node_id: Some(7), ..Default::default() };
+    let c = cfg(None, text, &cli).expect("valid");
+    assert_eq!(c.listen.port(), 0);
+    assert_eq!(c.json_reads, JsonReads::Array);
+    let EngineConfig::Raft(raft) = c.engine else { panic!("a config file without a preset runs Raft") };
+    assert_eq!(raft.node_id, 7);
+}
+
+#[test]
+fn file_wins_over_preset_and_preset_over_defaults() {
+    let c = cfg(Some(Preset::Small), "", &CliOverrides::default()).expect("valid");
+    assert_eq!(c.group_count, 128);
+    let c = cfg(Some(Preset::Large), "[raft]\ngroup_count = 12\n", &CliOverrides::default()).expect("valid");
+    assert_eq!(c.group_count, 12);
+    let c = cfg(None, "[runtime]\ncore_count = 3\n", &CliOverrides::default()).expect("valid");
+    assert_eq!(c.group_count, 48, "core_count x 16");
+    for (preset, groups) in [(Preset::Tiny, 64), (Preset::Standard, 256)] {
+        assert_eq!(cfg(Some(preset), "", &CliOverrides::default()).expect("valid").group_count, groups);
+    }
+}
+
+#[test]
+fn engine_choice_follows_the_spec() {
+    let none = CliOverrides::default();
+    assert_eq!(cfg(Some(Preset::Dev), "", &none).expect("valid").engine, EngineConfig::Memory);
+    assert!(matches!(cfg(Some(Preset::Tiny), "", &none).expect("valid").engine, EngineConfig::Raft(_)));
+    let with_path = "[raft.wal]\npath = \"/tmp/x\"\n";
+    let EngineConfig::Raft(raft) = cfg(Some(Preset::Default), with_path, &none).expect("valid").engine else {
+        panic!("raft.wal.path runs Raft")
+    };
+    assert_eq!(raft.wal.path, Some(PathBuf::from("/tmp/x")));
+    assert_eq!(raft.wal.fsync, FsyncSetting::Never);
+    assert_eq!(raft.wal.segment_size, 64 << 20);
+    assert_eq!(raft.wal.cache_size, 256 << 20);
+    assert_eq!(raft.wal.min_available_size, 512 << 20);
+    assert_eq!(raft.wal.resume_available_size, 1 << 30);
+    assert_eq!(raft.snapshot_log_budget, 1 << 30);
+    assert_eq!(raft.snapshot_backstop_logs, 100_000);
+}
+
+#[test]
+fn unknown_keys_and_bad_values_are_refused_by_name() {
+    let none = CliOverrides::default();
+    let cases = [
+        ("[server]\nlisten_addr = \"x\"\n", "listen_addr"),
+        ("[raft.wal]\npaht = \"/x\"\n", "paht"),
+        ("[raft.wal]\nfsync = \"sometimes\"\n", "raft.wal.fsync"),
+        ("[raft.wal]\nsegment_size = \"1KiB\"\n", "raft.wal.segment_size"),
+        ("[raft.wal]\nsegment_size = \"lots\"\n", "raft.wal.segment_size"),
+        ("[raft.wal]\nmin_available_size = \"2GiB\"\n", "raft.wal.resume_available_size"),
+        ("[raft]\ngroup_count = 0\n", "raft.group_count"),
+        ("[raft]\ngroup_count = -3\n", "raft.group_count"),
+        ("[protocol]\njson_reads = \"xml\"\n", "protocol.json_reads"),
+        ("[server]\ncluster_id = \"has space\"\n", "server.cluster_id"),
+        ("[runtime]\ncore_count = 0\n", "runtime.core_count"),
+        ("[server\nlisten = 1", "line 1"),
+    ];
+    for (text, named) in cases {
+        let err = cfg(None, text, &none).expect_err(text);
+        assert!(err.contains(named), "{text:?}: {err}");
+        assert!(!err.contains('\n'), "one line: {err}");
+    }
+}
