@@ -5,8 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ursula_gateway::backend::BackendStats;
-use ursula_gateway::{Backend, BackendError, WaitOutcome};
+use ursula_gateway::{Backend, BackendError, Readiness, Unavailable, WaitOutcome};
 use ursula_stream::{
     AdvanceRetention, AppendOk, AppendStream, BootstrapView, Command, CreateOk, CreateStream, DeleteStream,
     Incarnation, Offset, Outcome, PublishSnapshot, ReadQuery, ReadView, RenewStream, SnapshotOk, SnapshotView,
@@ -60,7 +59,13 @@ impl<E: GroupEngine> NodeBackend<E> {
 }
 
 fn internal(e: EngineError) -> BackendError {
-    BackendError::Internal(e.to_string())
+    match e {
+        EngineError::NoLeader(_) => BackendError::Unavailable { reason: Unavailable::NoLeader, retry_after_secs: 1 },
+        EngineError::DiskPressure => {
+            BackendError::Unavailable { reason: Unavailable::WalDiskPressure, retry_after_secs: 5 }
+        }
+        e @ (EngineError::UnknownGroup(_) | EngineError::Fatal(_)) => BackendError::Internal(e.to_string()),
+    }
 }
 
 fn unexpected(outcome: &Outcome) -> BackendError {
@@ -120,11 +125,19 @@ impl<E: GroupEngine> Backend for NodeBackend<E> {
         Ok(view)
     }
 
-    async fn stats(&self) -> BackendStats {
+    async fn metrics(&self) -> serde_json::Map<String, serde_json::Value> {
         let groups = self.engine.group_count();
-        let streams =
+        let streams: u64 =
             (0..groups).filter_map(|g| self.engine.query(GroupId(g), |store, _| store.len() as u64).ok()).sum();
-        BackendStats { engine: self.engine.name(), groups, streams }
+        let mut m = self.engine.metrics();
+        m.insert("engine".into(), self.engine.name().into());
+        m.insert("group_count".into(), groups.into());
+        m.insert("streams".into(), streams.into());
+        m
+    }
+
+    fn readiness(&self) -> Readiness {
+        self.engine.readiness()
     }
 
     async fn head(&self, key: StreamKey) -> Result<StreamInfo, BackendError> {

@@ -3,7 +3,9 @@
 //!
 //! Module map:
 //! - `routing`: stream → group, a stable hash.
-//! - `engine`: the `GroupEngine` trait and the in-memory engine.
+//! - `engine`: the `GroupEngine` trait, the group state both engines hold,
+//!   and the in-memory engine.
+//! - `raft`: the durable multi-Raft engine over the WAL.
 //! - `backend`: `NodeBackend`, the HTTP layer's `Backend` over an engine.
 //! - `config`: the config file and CLI overrides.
 //! - `node`: starting a node on a bound listener.
@@ -12,4 +14,5 @@ pub mod backend;
 pub mod config;
 pub mod engine;
 pub mod node;
+pub mod raft;
 pub mod routing;

@@ -10,15 +10,15 @@ pub struct GroupId(pub u32);
 /// FNV-1a 64 over `bucket \0 stream`: simple, stable across releases and
 /// platforms (unlike `std`'s hasher, whose output may change).
 pub fn group_of(key: &StreamKey, group_count: u32) -> GroupId {
+    let hash = fnv1a(key.bucket.as_str().bytes().chain(std::iter::once(0)).chain(key.stream.as_str().bytes()));
+    GroupId(u32::try_from(hash % u64::from(group_count.max(1))).unwrap_or(0))
+}
+
+/// FNV-1a 64: a hash whose output never changes between builds.
+pub fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let mut hash = OFFSET;
-    let bytes = key.bucket.as_str().bytes().chain(std::iter::once(0)).chain(key.stream.as_str().bytes());
-    for b in bytes {
-        hash ^= u64::from(b);
-        hash = hash.wrapping_mul(PRIME);
-    }
-    GroupId(u32::try_from(hash % u64::from(group_count.max(1))).unwrap_or(0))
+    bytes.into_iter().fold(OFFSET, |hash, b| (hash ^ u64::from(b)).wrapping_mul(PRIME))
 }
 
 #[cfg(test)]

@@ -16,11 +16,20 @@ pub enum BackendError {
     #[error("refused: {}", .0.code())]
     Rejected(Rejection),
     /// The backend cannot serve now; nothing was applied.
-    #[error("unavailable")]
-    Unavailable { retry_after_secs: u64 },
+    #[error("unavailable: {reason:?}")]
+    Unavailable { reason: Unavailable, retry_after_secs: u64 },
     /// A fault of the backend; a write's outcome is unknown.
     #[error("internal: {0}")]
     Internal(String),
+}
+
+/// Why a backend refused to serve now (spec/27-append.md, `503`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unavailable {
+    /// No leader is known for the stream's group.
+    NoLeader,
+    /// The WAL filesystem is below `raft.wal.min_available_size`.
+    WalDiskPressure,
 }
 
 impl From<Rejection> for BackendError {
@@ -37,12 +46,12 @@ pub enum WaitOutcome {
     TimedOut,
 }
 
-/// What `/__ursula/metrics` reports of the backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct BackendStats {
-    pub engine: &'static str,
-    pub groups: u32,
-    pub streams: u64,
+/// Whether the node may serve (`/__ursula/ready`), else the first typed
+/// reason of spec/38-troubleshooting.md that applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readiness {
+    Ready,
+    Unready(&'static str),
 }
 
 /// Everything the HTTP layer needs from the streams.
@@ -65,7 +74,9 @@ pub trait Backend: Send + Sync + 'static {
         max_bytes: u64,
     ) -> impl Future<Output = Result<BootstrapView, BackendError>> + Send;
     fn head(&self, key: StreamKey) -> impl Future<Output = Result<StreamInfo, BackendError>> + Send;
-    fn stats(&self) -> impl Future<Output = BackendStats> + Send;
+    /// The JSON snapshot of `/__ursula/metrics`: fields at the top level.
+    fn metrics(&self) -> impl Future<Output = serde_json::Map<String, serde_json::Value>> + Send;
+    fn readiness(&self) -> Readiness;
     /// A catch-up read; it renews a sliding TTL as the state machine asks.
     fn read(&self, key: StreamKey, query: ReadQuery) -> impl Future<Output = Result<ReadView, BackendError>> + Send;
     /// Waits until the stream moves past `offset`, closes, or is deleted or

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode};
 use ursula_stream::{IdError, Rejection};
 
-use crate::backend::BackendError;
+use crate::backend::{BackendError, Unavailable};
 use crate::headers::names;
 use crate::limits::MAX_REQUEST_BYTES;
 
@@ -128,9 +128,14 @@ impl ApiError {
                 ErrorAnswer::new(S::BAD_REQUEST, "BODY_UNREADABLE", "the request body could not be read")
             }
             ApiError::Backend(BackendError::Rejected(r)) => rejection_answer(r),
-            ApiError::Backend(BackendError::Unavailable { retry_after_secs }) => {
-                ErrorAnswer::new(S::SERVICE_UNAVAILABLE, "NO_LEADER", "the stream's group cannot serve now")
-                    .header("retry-after", retry_after_secs)
+            ApiError::Backend(BackendError::Unavailable { reason, retry_after_secs }) => {
+                let (code, message) = match reason {
+                    Unavailable::NoLeader => ("NO_LEADER", "the stream's group has no leader now"),
+                    Unavailable::WalDiskPressure => {
+                        ("WAL_DISK_PRESSURE", "the WAL filesystem is short of space; writes resume once it is freed")
+                    }
+                };
+                ErrorAnswer::new(S::SERVICE_UNAVAILABLE, code, message).header("retry-after", retry_after_secs)
             }
             ApiError::Backend(BackendError::Internal(_)) => {
                 ErrorAnswer::new(S::INTERNAL_SERVER_ERROR, "INTERNAL", "internal server error")

@@ -1,6 +1,5 @@
 //! `ursula`: the server binary.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -75,12 +74,7 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async move {
         let listener =
             tokio::net::TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
-        let bound = listener.local_addr()?;
-        // Tests and scripts read the bound address from this line.
-        println!("ursula listening on http://{bound}");
-        std::io::stdout().flush()?;
-        ursula_core::node::run(&config, listener, shutdown_signal()).await?;
-        Ok(())
+        ursula_core::node::run(&config, listener, shutdown_signal()).await
     })
 }
 

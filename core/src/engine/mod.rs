@@ -2,12 +2,16 @@
 //! in-memory engine applies at once; the Raft engine (a later issue) goes
 //! through a replicated log. Both hold one `StreamStore` per group.
 
+pub mod group_state;
 mod memory;
 
 use std::future::Future;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use memory::MemoryEngine;
 use ursula_stream::{Command, Incarnation, Offset, Outcome, StreamKey, StreamStore};
+
+use ursula_gateway::Readiness;
 
 use crate::routing::GroupId;
 
@@ -15,6 +19,20 @@ use crate::routing::GroupId;
 pub enum EngineError {
     #[error("group {0:?} is not hosted here")]
     UnknownGroup(GroupId),
+    /// The group has no leader here now; nothing was applied.
+    #[error("group {0:?} has no leader")]
+    NoLeader(GroupId),
+    /// The WAL's filesystem is short of space; nothing was applied.
+    #[error("the WAL filesystem is below raft.wal.min_available_size")]
+    DiskPressure,
+    /// The engine failed; a write's outcome is unknown.
+    #[error("engine failure: {0}")]
+    Fatal(String),
+}
+
+/// Wall-clock milliseconds since the Unix epoch: what a proposal is stamped with.
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 /// How a wait on a stream ended.
@@ -28,6 +46,13 @@ pub trait GroupEngine: Send + Sync + 'static {
     /// A short name for metrics: `memory`, `raft`.
     fn name(&self) -> &'static str;
     fn group_count(&self) -> u32;
+    /// Engine fields of `/__ursula/metrics`.
+    fn metrics(&self) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
+    }
+    fn readiness(&self) -> Readiness {
+        Readiness::Ready
+    }
     /// Orders and applies one command in `group`, stamping its time and index.
     fn propose(&self, group: GroupId, command: Command) -> impl Future<Output = Result<Outcome, EngineError>> + Send;
     /// Runs a query against the group's applied state.

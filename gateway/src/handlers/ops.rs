@@ -3,7 +3,7 @@
 use http::{Method, StatusCode, header};
 
 use super::Shared;
-use crate::backend::Backend;
+use crate::backend::{Backend, Readiness};
 use crate::error::ApiError;
 use crate::render::{self, Answer};
 
@@ -11,12 +11,24 @@ pub async fn ops<B: Backend>(shared: &Shared<B>, path: &str, method: &Method) ->
     if method != Method::GET && method != Method::HEAD {
         return Err(ApiError::MethodNotAllowed);
     }
-    let body = match path {
-        "ready" | "health" => serde_json::json!({"ready": true}),
-        "metrics" => serde_json::json!({"status": "ok", "backend": shared.backend.stats().await}),
+    let cluster_id = serde_json::Value::from(shared.options.cluster_id.as_str());
+    let (status, body) = match path {
+        "ready" => match shared.backend.readiness() {
+            Readiness::Ready => (StatusCode::OK, serde_json::json!({"ready": true, "cluster_id": cluster_id})),
+            Readiness::Unready(reason) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                serde_json::json!({"ready": false, "reason": reason, "cluster_id": cluster_id}),
+            ),
+        },
+        "metrics" => {
+            let mut m = shared.backend.metrics().await;
+            m.insert("status".into(), "ok".into());
+            m.insert("cluster_id".into(), cluster_id);
+            (StatusCode::OK, serde_json::Value::Object(m))
+        }
         _ => return Err(ApiError::NotFound),
     };
-    let b = render::builder(StatusCode::OK)
+    let b = render::builder(status)
         .header(header::CONTENT_TYPE, "application/json")
         .header(header::CACHE_CONTROL, "no-store");
     Ok(render::finish(b, render::full(body.to_string())))

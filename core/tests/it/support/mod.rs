@@ -17,6 +17,9 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+mod lifecycle;
+pub use lifecycle::run_to_exit;
+
 /// How long a node may take to print its address.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// Upper bound for any single request or SSE event, so a hang fails the
@@ -66,6 +69,8 @@ pub fn offset(n: u64) -> String {
 /// drop; its stderr is printed when the test fails.
 pub struct Node {
     child: Child,
+    /// The WAL of a node on the Raft engine, removed with the node.
+    _data: Option<tempfile::TempDir>,
     base: String,
     addr: String,
     stderr: Arc<Mutex<Vec<u8>>>,
@@ -80,10 +85,26 @@ impl Node {
     }
 
     /// A node with extra `ursula server` arguments, e.g. `["--json-reads", "array"]`.
+    /// With `URSULA_TEST_ENGINE=raft` it runs the Raft engine on a WAL in a
+    /// temporary directory (`scripts/test-all.sh` runs the suite both ways).
     pub fn start_with(extra: &[&str]) -> Node {
+        let raft = std::env::var("URSULA_TEST_ENGINE").is_ok_and(|e| e == "raft");
+        let data = raft.then(|| tempfile::tempdir().expect("a WAL directory"));
+        let mut args: Vec<String> = vec!["server".into(), "--listen".into(), "127.0.0.1:0".into()];
+        if let Some(dir) = &data {
+            let config = dir.path().join("ursula.toml");
+            let text = format!("[raft.wal]\npath = {:?}\n", dir.path().join("wal"));
+            std::fs::write(&config, text).expect("writing the node's config");
+            args.extend(["--config".into(), config.display().to_string()]);
+        }
+        args.extend(extra.iter().map(|a| a.to_string()));
+        Node::spawn(&args, data)
+    }
+
+    /// A node started with exactly `args` (after the binary), keeping `data` alive as long as it.
+    pub fn spawn(args: &[String], data: Option<tempfile::TempDir>) -> Node {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ursula"))
-            .args(["server", "--listen", "127.0.0.1:0"])
-            .args(extra)
+            .args(args)
             // No ./ursula.toml of the source tree may change the node.
             .current_dir(std::env::temp_dir())
             .env("URSULA_LOG", "warn")
@@ -141,7 +162,7 @@ impl Node {
         };
 
         let client = reqwest::Client::builder().no_proxy().build().expect("building the HTTP client");
-        Node { child, base: format!("http://{addr}"), addr, stderr, stderr_reader, client }
+        Node { child, _data: data, base: format!("http://{addr}"), addr, stderr, stderr_reader, client }
     }
 
     pub fn url(&self, path_and_query: &str) -> String {
@@ -389,6 +410,22 @@ impl Req {
         let (status, headers, body) =
             tokio::time::timeout(TIMEOUT, run).await.unwrap_or_else(|_| panic!("{what}: no answer within {TIMEOUT:?}"));
         Answer { what, status, headers, body }
+    }
+
+    /// Sends the request; a connection failure is an `Err`, not a panic
+    /// (for tests that kill the node under a client).
+    pub async fn try_send(self) -> Result<Answer, String> {
+        let what = self.what;
+        let run = async {
+            let response = self.inner.send().await.map_err(|e| format!("{what}: {e}"))?;
+            let status = response.status();
+            let headers = response.headers().clone();
+            let body = response.bytes().await.map_err(|e| format!("{what}: reading the body: {e}"))?;
+            Ok(Answer { what: what.clone(), status, headers, body })
+        };
+        tokio::time::timeout(TIMEOUT, run)
+            .await
+            .unwrap_or_else(|_| Err(format!("{what}: no answer within {TIMEOUT:?}")))
     }
 
     /// Sends the request and returns once the response head arrived; the

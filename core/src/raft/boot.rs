@@ -1,0 +1,211 @@
+//! Starting and stopping a Raft node: the WAL directory (configured, or a
+//! temporary one removed on clean shutdown), the cluster id kept in the
+//! WAL, one openraft instance per group, and the background drivers.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use bytes::Bytes;
+use openraft::{BasicNode, Raft, SnapshotPolicy};
+use ursula_wal::{Fsync, NODE_GROUP, Recovered, Wal, WalOptions};
+
+use super::disk_guard::{DiskGuard, available_bytes};
+use super::driver;
+use super::engine::{RaftEngine, RaftGroup};
+use super::log_store::GroupLog;
+use super::network::NoPeers;
+use super::state_machine::GroupMachine;
+use crate::config::{FsyncSetting, NodeConfig, RaftConfig};
+use crate::routing::fnv1a;
+
+/// Node-level WAL slots (group `NODE_GROUP`). Persisted: never renumber.
+const SLOT_CLUSTER_ID: u8 = 1;
+const SLOT_GROUP_COUNT: u8 = 2;
+
+/// How long groups may take to elect themselves at startup.
+const LEADER_WAIT: Duration = Duration::from_secs(30);
+
+pub struct RaftNode {
+    pub engine: Arc<RaftEngine>,
+    pub cluster_id: String,
+    dir: PathBuf,
+    temporary: bool,
+    drivers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// `u` followed by 32 hex digits (spec/07-configuration.md, `server.cluster_id`).
+pub fn generate_cluster_id() -> String {
+    format!("u{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
+}
+
+fn wal_dir(raft: &RaftConfig) -> anyhow::Result<(PathBuf, bool)> {
+    match &raft.wal.path {
+        Some(path) => {
+            std::fs::create_dir_all(path).with_context(|| format!("creating raft.wal.path {}", path.display()))?;
+            Ok((path.clone(), false))
+        }
+        None => {
+            let dir = tempfile::Builder::new()
+                .prefix("ursula-wal-")
+                .tempdir()
+                .context("creating a temporary WAL directory")?
+                .keep();
+            eprintln!(
+                "ursula: WAL in temporary directory {} (removed on clean shutdown; set raft.wal.path to keep streams)",
+                dir.display()
+            );
+            Ok((dir, true))
+        }
+    }
+}
+
+fn node_slot(recovered: &Recovered, slot: u8) -> Option<&Bytes> {
+    recovered.groups.get(&NODE_GROUP).and_then(|g| g.slots.get(&slot))
+}
+
+async fn set_node_slot(wal: &Wal, slot: u8, value: Bytes) -> anyhow::Result<()> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    wal.set_state(
+        NODE_GROUP,
+        slot,
+        value,
+        Box::new(move |r| {
+            let _ = tx.send(r);
+        }),
+    );
+    rx.await.context("the WAL writer stopped")?.context("writing node state to the WAL")
+}
+
+/// The cluster id: the WAL's, else the configured one, else a new one; a
+/// WAL of another cluster refuses the start.
+async fn cluster_id(wal: &Wal, recovered: &Recovered, dir: &Path, configured: Option<&str>) -> anyhow::Result<String> {
+    if let Some(stored) = node_slot(recovered, SLOT_CLUSTER_ID) {
+        let stored = String::from_utf8_lossy(stored).into_owned();
+        if let Some(c) = configured
+            && c != stored
+        {
+            bail!(
+                "the WAL at {} belongs to cluster {stored:?} but server.cluster_id is {c:?}; fix server.cluster_id or start on an empty raft.wal.path",
+                dir.display()
+            );
+        }
+        return Ok(stored);
+    }
+    let id = configured.map_or_else(generate_cluster_id, str::to_string);
+    set_node_slot(wal, SLOT_CLUSTER_ID, Bytes::from(id.clone())).await?;
+    Ok(id)
+}
+
+/// Streams map to groups by the group count, so a WAL keeps the count it began with.
+async fn check_group_count(wal: &Wal, recovered: &Recovered, count: u32) -> anyhow::Result<()> {
+    match node_slot(recovered, SLOT_GROUP_COUNT) {
+        Some(raw) => {
+            let stored = <[u8; 4]>::try_from(raw.as_ref()).map(u32::from_le_bytes).unwrap_or(0);
+            if stored != count {
+                bail!("raft.group_count is {count} but this WAL was written with {stored} groups; it cannot change");
+            }
+            Ok(())
+        }
+        None => set_node_slot(wal, SLOT_GROUP_COUNT, Bytes::copy_from_slice(&count.to_le_bytes())).await,
+    }
+}
+
+fn raft_settings(raft: &RaftConfig) -> anyhow::Result<Arc<openraft::Config>> {
+    let config = openraft::Config {
+        cluster_name: "ursula".into(),
+        heartbeat_interval: 500,
+        election_timeout_min: 1500,
+        election_timeout_max: 3000,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(raft.snapshot_backstop_logs),
+        // A single voter has no follower to keep log for: purge through the snapshot.
+        max_in_snapshot_log_to_keep: 0,
+        ..Default::default()
+    };
+    Ok(Arc::new(config.validate().context("Raft settings")?))
+}
+
+/// Opens the WAL, recovers every group and waits until each has elected
+/// this node.
+pub async fn start(config: &NodeConfig, raft: &RaftConfig) -> anyhow::Result<RaftNode> {
+    let (dir, temporary) = wal_dir(raft)?;
+    let options = WalOptions {
+        dir: dir.join("raft-log"),
+        fsync: match raft.wal.fsync {
+            FsyncSetting::Never => Fsync::Never,
+            FsyncSetting::Always => Fsync::Always,
+        },
+        segment_size: raft.wal.segment_size,
+    };
+    let (wal, recovered) = Wal::open(options).with_context(|| format!("opening the WAL in {}", dir.display()))?;
+    if let Some(torn) = &recovered.torn_tail {
+        eprintln!(
+            "ursula: recovered the WAL: dropped a torn tail of {} bytes at {}:{}",
+            torn.dropped_bytes,
+            torn.segment.display(),
+            torn.offset
+        );
+    }
+    let cluster_id = cluster_id(&wal, &recovered, &dir, config.cluster_id.as_deref()).await?;
+    check_group_count(&wal, &recovered, config.group_count).await?;
+    let snapshot_dir = dir.join("raft-snapshots");
+    std::fs::create_dir_all(&snapshot_dir).with_context(|| format!("creating {}", snapshot_dir.display()))?;
+
+    let settings = raft_settings(raft)?;
+    let cache_budget = usize::try_from(raft.wal.cache_size / u64::from(config.group_count)).unwrap_or(usize::MAX);
+    let members: BTreeMap<u64, BasicNode> = [(raft.node_id, BasicNode { addr: config.listen.to_string() })].into();
+    let mut groups = Vec::with_capacity(config.group_count as usize);
+    for g in 0..config.group_count {
+        let log = GroupLog::recover(g, wal.clone(), recovered.groups.get(&g), cache_budget)
+            .with_context(|| format!("recovering the log of group {g}"))?;
+        let history_id = fnv1a(cluster_id.bytes().chain([0]).chain(g.to_le_bytes()));
+        let machine = GroupMachine::open(g, snapshot_dir.clone(), history_id)
+            .with_context(|| format!("loading the snapshot of group {g}"))?;
+        let shared = machine.shared();
+        let node = Raft::new(raft.node_id, settings.clone(), NoPeers, log.clone(), machine)
+            .await
+            .with_context(|| format!("starting Raft group {g}"))?;
+        if !node.is_initialized().await.context("reading Raft state")? {
+            node.initialize(members.clone()).await.with_context(|| format!("initializing Raft group {g}"))?;
+        }
+        groups.push(RaftGroup { raft: node, shared, log });
+    }
+    for (g, group) in groups.iter().enumerate() {
+        group
+            .raft
+            .wait(Some(LEADER_WAIT))
+            .metrics(|m| m.current_leader == Some(raft.node_id), "this node leads")
+            .await
+            .with_context(|| format!("Raft group {g} elected no leader"))?;
+    }
+
+    let guard = Arc::new(DiskGuard::new(raft.wal.min_available_size, raft.wal.resume_available_size));
+    guard.observe(available_bytes(&dir));
+    let engine = Arc::new(RaftEngine { node_id: raft.node_id, groups, wal, guard });
+    let drivers = vec![
+        tokio::spawn(driver::snapshots(engine.clone(), raft.snapshot_log_budget)),
+        tokio::spawn(driver::disk(engine.guard.clone(), dir.clone())),
+    ];
+    Ok(RaftNode { engine, cluster_id, dir, temporary, drivers })
+}
+
+impl RaftNode {
+    /// Stops every group, fsyncs and closes the WAL, and removes a
+    /// temporary WAL directory. A WAL that cannot close stays on disk.
+    pub async fn shutdown(self) -> anyhow::Result<()> {
+        for d in &self.drivers {
+            d.abort();
+        }
+        for g in self.engine.groups() {
+            let _ = g.raft.shutdown().await;
+        }
+        self.engine.wal.close().context("closing the WAL")?;
+        if self.temporary {
+            std::fs::remove_dir_all(&self.dir)
+                .with_context(|| format!("removing the temporary WAL {}", self.dir.display()))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,131 @@
+//! The Raft group engine: every group an openraft `Raft` whose state
+//! machine is the stream store. Writes go through the group's log; reads
+//! and waits use the applied state the state machine shares.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use openraft::Raft;
+use openraft::error::{ClientWriteError, RaftError};
+use serde_json::{Map, Value, json};
+use ursula_gateway::Readiness;
+use ursula_stream::{Command, Incarnation, Offset, Outcome, StreamKey, StreamStore};
+use ursula_wal::Wal;
+
+use super::disk_guard::DiskGuard;
+use super::log_store::GroupLog;
+use super::state_machine::GroupShared;
+use super::types::{Proposal, TypeConfig};
+use crate::engine::group_state;
+use crate::engine::{EngineError, GroupEngine, Waited, now_ms};
+use crate::routing::GroupId;
+
+pub struct RaftGroup {
+    pub raft: Raft<TypeConfig>,
+    pub shared: Arc<GroupShared>,
+    pub log: GroupLog,
+}
+
+pub struct RaftEngine {
+    pub(super) node_id: u64,
+    pub(super) groups: Vec<RaftGroup>,
+    pub(super) wal: Wal,
+    pub(super) guard: Arc<DiskGuard>,
+}
+
+impl RaftEngine {
+    fn group(&self, group: GroupId) -> Result<&RaftGroup, EngineError> {
+        self.groups.get(group.0 as usize).ok_or(EngineError::UnknownGroup(group))
+    }
+
+    pub fn groups(&self) -> &[RaftGroup] {
+        &self.groups
+    }
+
+    fn leads_all(&self) -> bool {
+        self.groups.iter().all(|g| g.raft.metrics().borrow().current_leader == Some(self.node_id))
+    }
+}
+
+impl GroupEngine for RaftEngine {
+    fn name(&self) -> &'static str {
+        "raft"
+    }
+
+    fn group_count(&self) -> u32 {
+        self.groups.len() as u32
+    }
+
+    async fn propose(&self, group: GroupId, command: Command) -> Result<Outcome, EngineError> {
+        let g = self.group(group)?;
+        if self.guard.under_pressure() {
+            return Err(EngineError::DiskPressure);
+        }
+        match g.raft.client_write(Proposal { now_ms: now_ms(), command }).await {
+            Ok(response) => Ok(response.data),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => Err(EngineError::NoLeader(group)),
+            Err(e) => Err(EngineError::Fatal(e.to_string())),
+        }
+    }
+
+    fn query<R: Send>(&self, group: GroupId, f: impl FnOnce(&StreamStore, u64) -> R + Send) -> Result<R, EngineError> {
+        let state = group_state::lock(&self.group(group)?.shared.state);
+        Ok(f(&state.store, now_ms()))
+    }
+
+    async fn wait(
+        &self,
+        group: GroupId,
+        key: &StreamKey,
+        incarnation: Incarnation,
+        offset: Offset,
+        timeout: Duration,
+    ) -> Result<Waited, EngineError> {
+        let g = self.group(group)?;
+        Ok(group_state::wait(&g.shared.state, key, incarnation, offset, now_ms(), timeout).await)
+    }
+
+    fn metrics(&self) -> Map<String, Value> {
+        let groups: Vec<Value> = self
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                let m = g.raft.metrics().borrow().clone();
+                json!({
+                    "raft_group_id": i,
+                    "current_leader": m.current_leader,
+                    "current_term": m.current_term,
+                    "last_log_index": m.last_log_index,
+                    "last_applied_index": g.shared.applied_index.load(Ordering::Relaxed),
+                    "snapshot_index": g.shared.snapshot_index.load(Ordering::Relaxed),
+                    "log_bytes_since_snapshot": g.log.bytes_since_purge(),
+                })
+            })
+            .collect();
+        let wal = self.wal.stats();
+        let mut m = Map::new();
+        m.insert("raft_node_id".into(), self.node_id.into());
+        m.insert("raft_groups".into(), Value::Array(groups));
+        m.insert("wal_physical_bytes".into(), wal.bytes_on_disk.into());
+        m.insert("wal_segments".into(), wal.segments.into());
+        m.insert("wal_frames_written".into(), wal.frames_written.into());
+        m.insert("wal_batches_written".into(), wal.batches_written.into());
+        m.insert("wal_fsyncs".into(), wal.fsyncs.into());
+        m.insert("wal_available_bytes".into(), self.guard.available().into());
+        m.insert("wal_min_available_bytes".into(), self.guard.min_available().into());
+        m.insert("wal_disk_pressure".into(), self.guard.under_pressure().into());
+        m
+    }
+
+    fn readiness(&self) -> Readiness {
+        if self.guard.under_pressure() {
+            Readiness::Unready("wal_disk_pressure")
+        } else if !self.leads_all() {
+            Readiness::Unready("raft_replica_unready")
+        } else {
+            Readiness::Ready
+        }
+    }
+}

@@ -1,0 +1,31 @@
+//! The durable engine: multi-Raft on openraft over the node's shared WAL.
+//!
+//! Module map:
+//! - `types`: the openraft type configuration (`Proposal`, `Outcome`).
+//! - `codec`: log entries, votes and snapshots as bytes.
+//! - `log_store`: a group's Raft log over the WAL, with its entry cache.
+//! - `state_machine`: the stream store as openraft's state machine.
+//! - `snapshot_file`: a group's snapshot on disk.
+//! - `network`: the (empty) network of a node without peers.
+//! - `engine`: `RaftEngine`, the `GroupEngine` over the groups.
+//! - `disk_guard`: refusing writes when the WAL disk runs short.
+//! - `driver`: the snapshot driver and the disk probe.
+//! - `boot`: opening the WAL and starting the groups; clean shutdown.
+
+// openraft's traits return its `StorageError`, a large type; our helpers
+// return the same so `?` carries it through.
+#![allow(clippy::result_large_err)]
+
+mod boot;
+mod codec;
+mod disk_guard;
+mod driver;
+mod engine;
+mod log_store;
+mod network;
+mod snapshot_file;
+mod state_machine;
+mod types;
+
+pub use boot::{RaftNode, generate_cluster_id, start};
+pub use engine::RaftEngine;
