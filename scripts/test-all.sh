@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Runs every test of the project, as .ci/run does: formatting, lints, the
-# unit, property and integration tests of the workspace, then the official
-# Durable Streams conformance suite against the real server, once per JSON
-# read mode (array: every non-fork test; ndjson: the spec's form, with the
-# array-only tests excluded by name in conformance/exclusions-ndjson.txt).
+# unit, property and integration tests of the workspace (the node's
+# integration suite twice: on the in-memory engine and on the Raft engine
+# over a disk WAL), then the official Durable Streams conformance suite
+# against the real server, once per JSON read mode on the in-memory engine
+# (array: every non-fork test; ndjson: the spec's form, with the array-only
+# tests excluded by name in conformance/exclusions-ndjson.txt) and once on
+# the Raft engine with its WAL on disk.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,12 +21,22 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "cargo test"
 cargo test --workspace --locked
 
+step "node integration tests on the Raft engine (disk WAL)"
+URSULA_TEST_ENGINE=raft cargo test -p ursula-core --test it --locked
+
 step "conformance suite"
 cargo build --bin ursula --locked
 bin="${CARGO_TARGET_DIR:-target}/debug/ursula"
-for mode in array ndjson; do
+wal_dir="$(mktemp -d)"
+trap 'rm -rf "$wal_dir"' EXIT
+printf '[raft.wal]\npath = "%s/wal"\n' "$wal_dir" >"$wal_dir/ursula.toml"
+for run in array:memory ndjson:memory ndjson:raft; do
+  mode="${run%%:*}"
+  engine=()
+  [ "${run#*:}" = raft ] && engine=(--config "$wal_dir/ursula.toml")
+  echo "-- conformance: json reads $mode, ${run#*:} engine"
   log="$(mktemp)"
-  "$bin" server --listen 127.0.0.1:0 --json-reads "$mode" >"$log" 2>&1 &
+  "$bin" server --listen 127.0.0.1:0 --json-reads "$mode" "${engine[@]}" >"$log" 2>&1 &
   pid=$!
   url=""
   for _ in $(seq 1 100); do
@@ -38,7 +51,7 @@ for mode in array ndjson; do
   kill "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
   rm -f "$log"
-  [ "$rc" = 0 ] || { echo "conformance ($mode) failed" >&2; exit "$rc"; }
+  [ "$rc" = 0 ] || { echo "conformance ($run) failed" >&2; exit "$rc"; }
 done
 
 step "all tests passed"

@@ -37,7 +37,15 @@ pub async fn run(config: &NodeConfig, listener: TcpListener, shutdown: impl Futu
                 .build()
                 .context("starting the Raft runtime")?;
             let (c, r) = (config.clone(), raft_config.clone());
-            let node = runtime.spawn(async move { raft::start(&c, &r).await }).await.context("Raft startup")??;
+            let started = runtime.spawn(async move { raft::start(&c, &r).await }).await.context("Raft startup");
+            let node = match started {
+                Ok(Ok(node)) => node,
+                // A runtime may not be dropped inside another one: stop it first.
+                Ok(Err(e)) | Err(e) => {
+                    runtime.shutdown_background();
+                    return Err(e);
+                }
+            };
             let engine = node.engine.clone();
             let cluster_id = node.cluster_id.clone();
             let served = serve(config, listener, engine, cluster_id, shutdown).await;

@@ -72,3 +72,6 @@ mod ext_errors;
 
 // docs/extensions.md: runs each section's curl examples against a node, so they cannot rot.
 mod docs_examples;
+
+// spec/07 Raft, issue 5: kill -9 crash loops, clean restarts, the cluster id, the disk guard, damaged WALs.
+mod durability;

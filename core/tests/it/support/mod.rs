@@ -412,22 +412,6 @@ impl Req {
         Answer { what, status, headers, body }
     }
 
-    /// Sends the request; a connection failure is an `Err`, not a panic
-    /// (for tests that kill the node under a client).
-    pub async fn try_send(self) -> Result<Answer, String> {
-        let what = self.what;
-        let run = async {
-            let response = self.inner.send().await.map_err(|e| format!("{what}: {e}"))?;
-            let status = response.status();
-            let headers = response.headers().clone();
-            let body = response.bytes().await.map_err(|e| format!("{what}: reading the body: {e}"))?;
-            Ok(Answer { what: what.clone(), status, headers, body })
-        };
-        tokio::time::timeout(TIMEOUT, run)
-            .await
-            .unwrap_or_else(|_| Err(format!("{what}: no answer within {TIMEOUT:?}")))
-    }
-
     /// Sends the request and returns once the response head arrived; the
     /// body stays unread (for SSE).
     pub async fn open(self) -> (String, reqwest::Response) {
