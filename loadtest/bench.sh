@@ -6,7 +6,8 @@
 #
 # Needs: cargo build --release -p ursula-loadtest -p ursula-core
 #        (cd conformance && npm ci)
-# Usage: loadtest/bench.sh [OUT] [TARGET...]   TARGET: append32 append8 fanout catchup idle
+# Usage: loadtest/bench.sh [OUT] [TARGET...]
+#   TARGET: append32 append8 fanout catchup idle (issue 4), raft8 raft32 (issue 5)
 # URSULA_BIN and LOADTEST_BIN override the binaries (e.g. copies of a build
 # that later builds must not replace mid-run).
 set -euo pipefail
@@ -15,7 +16,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 out="${1:-$root/target/bench}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(append32 append8 fanout catchup idle)
+[ ${#targets[@]} -gt 0 ] || targets=(append32 append8 fanout catchup idle raft8 raft32)
 mkdir -p "$out"
 lt="${LOADTEST_BIN:-$root/target/release/ursula-loadtest}"
 ursula="${URSULA_BIN:-$root/target/release/ursula}"
@@ -66,6 +67,42 @@ run() {
   stop_servers
 }
 
+# start_ours LABEL [ARGS...]: one more ursula node; sets last_url, last_pid.
+start_ours() {
+  local label="$1"; shift
+  "$ursula" server --listen 127.0.0.1:0 "$@" >"$out/$label.log" 2>&1 &
+  last_pid=$!
+  pids+=("$last_pid")
+  last_url=$(wait_url "$out/$label.log" "ursula listening on")
+}
+
+# raft_config NAME FSYNC: a config file of a Raft node with its WAL under OUT.
+raft_config() {
+  rm -rf "$out/wal-$1"
+  printf '[raft.wal]\npath = "%s"\nfsync = "%s"\n' "$out/wal-$1" "$2" >"$out/$1.toml"
+  echo "$out/$1.toml"
+}
+
+# run_engines NAME LABEL_A ARGS_A LABEL_B ARGS_B SCENARIO...: compare two
+# ursula nodes (ratios read "B / A").
+run_engines() {
+  local name="$1" la="$2" aa="$3" lb="$4" ab="$5"; shift 5
+  # shellcheck disable=SC2086
+  start_ours "$la" $aa; local ua="$last_url" pa="$last_pid"
+  # shellcheck disable=SC2086
+  start_ours "$lb" $ab; local ub="$last_url" pb="$last_pid"
+  sleep 1
+  local cmd=("$lt" compare
+    --url "$ua" --path-template '/bench/{name}' --label "$la" --server-pid "$pa"
+    --url "$ub" --path-template '/bench/{name}' --label "$lb" --server-pid "$pb"
+    --json "$out/$name.json" "$@")
+  echo "== $name: ${cmd[*]}" | tee "$out/$name.txt"
+  "${cmd[@]}" 2>&1 | tee -a "$out/$name.txt"
+  kill "$pa" "$pb" 2>/dev/null || true
+  wait "$pa" "$pb" 2>/dev/null || true
+  pids=()
+}
+
 for t in "${targets[@]}"; do
   case "$t" in
     append32) run append32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
@@ -73,6 +110,13 @@ for t in "${targets[@]}"; do
     fanout) run fanout sse-fanout --readers 1000 --rate 50 --duration 10 --rounds 2 ;;
     catchup) run catchup catchup --mib 256 --passes 4 --rounds 5 ;;
     idle) run idle many-streams --streams 100000 --bytes 16 --concurrency 16 ;;
+    # Issue 5: the Raft engine on disk against the in-memory engine, and
+    # fsync=always against fsync=never.
+    raft8) run_engines raft8 memory "" raft-never "--config $(raft_config raft8 never)" \
+      append --streams 8 --writers 8 --bytes 256 --duration 5 --rounds 3 ;;
+    raft32) run_engines raft32 raft-never "--config $(raft_config raft32n never)" \
+      raft-always "--config $(raft_config raft32a always)" \
+      append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
     *) echo "unknown target $t" >&2; exit 1 ;;
   esac
 done
