@@ -4,12 +4,11 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
-use ursula_stream::{ApplyCtx, Command, Incarnation, Offset, Outcome, StreamKey, StreamStore};
+use ursula_stream::{ApplyCtx, Command, Outcome, StreamStore};
 
 use super::group_state::{self, GroupState};
-use super::{EngineError, GroupEngine, Waited, now_ms};
+use super::{EngineError, GroupEngine, now_ms};
 use crate::routing::GroupId;
 
 struct MemoryGroup {
@@ -55,20 +54,7 @@ impl GroupEngine for MemoryEngine {
         Ok(state.apply(command, ctx))
     }
 
-    fn query<R: Send>(&self, group: GroupId, f: impl FnOnce(&StreamStore, u64) -> R + Send) -> Result<R, EngineError> {
-        let state = group_state::lock(&self.group(group)?.state);
-        Ok(f(&state.store, now_ms()))
-    }
-
-    async fn wait(
-        &self,
-        group: GroupId,
-        key: &StreamKey,
-        incarnation: Incarnation,
-        offset: Offset,
-        timeout: Duration,
-    ) -> Result<Waited, EngineError> {
-        let g = self.group(group)?;
-        Ok(group_state::wait(&g.state, key, incarnation, offset, now_ms(), timeout).await)
+    fn state(&self, group: GroupId) -> Result<&Mutex<GroupState>, EngineError> {
+        Ok(&self.group(group)?.state)
     }
 }

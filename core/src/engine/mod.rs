@@ -6,11 +6,13 @@ pub mod group_state;
 mod memory;
 
 use std::future::Future;
+use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use memory::MemoryEngine;
 use ursula_stream::{Command, Incarnation, Offset, Outcome, StreamKey, StreamStore};
 
+use group_state::GroupState;
 use ursula_gateway::Readiness;
 
 use crate::routing::GroupId;
@@ -55,8 +57,15 @@ pub trait GroupEngine: Send + Sync + 'static {
     }
     /// Orders and applies one command in `group`, stamping its time and index.
     fn propose(&self, group: GroupId, command: Command) -> impl Future<Output = Result<Outcome, EngineError>> + Send;
+    /// The group's applied state, which queries read and live readers wait on.
+    fn state(&self, group: GroupId) -> Result<&Mutex<GroupState>, EngineError>;
+
     /// Runs a query against the group's applied state.
-    fn query<R: Send>(&self, group: GroupId, f: impl FnOnce(&StreamStore, u64) -> R + Send) -> Result<R, EngineError>;
+    fn query<R: Send>(&self, group: GroupId, f: impl FnOnce(&StreamStore, u64) -> R + Send) -> Result<R, EngineError> {
+        let state = group_state::lock(self.state(group)?);
+        Ok(f(&state.store, now_ms()))
+    }
+
     /// Resolves when the stream at `key` is no longer `incarnation` at or
     /// below `offset` (new bytes, closure, deletion), or after `timeout`.
     fn wait(
@@ -66,5 +75,8 @@ pub trait GroupEngine: Send + Sync + 'static {
         incarnation: Incarnation,
         offset: Offset,
         timeout: std::time::Duration,
-    ) -> impl Future<Output = Result<Waited, EngineError>> + Send;
+    ) -> impl Future<Output = Result<Waited, EngineError>> + Send {
+        let state = self.state(group);
+        async move { Ok(group_state::wait(state?, key, incarnation, offset, now_ms(), timeout).await) }
+    }
 }

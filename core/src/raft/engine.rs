@@ -2,23 +2,22 @@
 //! machine is the stream store. Writes go through the group's log; reads
 //! and waits use the applied state the state machine shares.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
 
 use openraft::Raft;
 use openraft::error::{ClientWriteError, RaftError};
 use serde_json::{Map, Value, json};
 use ursula_gateway::Readiness;
-use ursula_stream::{Command, Incarnation, Offset, Outcome, StreamKey, StreamStore};
+use ursula_stream::{Command, Outcome};
 use ursula_wal::Wal;
 
 use super::disk_guard::DiskGuard;
 use super::log_store::GroupLog;
 use super::state_machine::GroupShared;
 use super::types::{Proposal, TypeConfig};
-use crate::engine::group_state;
-use crate::engine::{EngineError, GroupEngine, Waited, now_ms};
+use crate::engine::group_state::GroupState;
+use crate::engine::{EngineError, GroupEngine, now_ms};
 use crate::routing::GroupId;
 
 pub struct RaftGroup {
@@ -69,21 +68,8 @@ impl GroupEngine for RaftEngine {
         }
     }
 
-    fn query<R: Send>(&self, group: GroupId, f: impl FnOnce(&StreamStore, u64) -> R + Send) -> Result<R, EngineError> {
-        let state = group_state::lock(&self.group(group)?.shared.state);
-        Ok(f(&state.store, now_ms()))
-    }
-
-    async fn wait(
-        &self,
-        group: GroupId,
-        key: &StreamKey,
-        incarnation: Incarnation,
-        offset: Offset,
-        timeout: Duration,
-    ) -> Result<Waited, EngineError> {
-        let g = self.group(group)?;
-        Ok(group_state::wait(&g.shared.state, key, incarnation, offset, now_ms(), timeout).await)
+    fn state(&self, group: GroupId) -> Result<&Mutex<GroupState>, EngineError> {
+        Ok(&self.group(group)?.shared.state)
     }
 
     fn metrics(&self) -> Map<String, Value> {
