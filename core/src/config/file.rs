@@ -24,6 +24,8 @@ pub struct FileConfig {
 #[serde(deny_unknown_fields)]
 pub struct ServerSection {
     pub listen: Option<String>,
+    /// The cluster plane (Raft gRPC between voters).
+    pub cluster_listen: Option<String>,
     /// Names the deployment in `Ursula-Cluster-Id`.
     pub cluster_id: Option<String>,
 }
@@ -49,8 +51,22 @@ pub struct RaftSection {
     pub group_count: Option<u32>,
     pub snapshot_log_budget: Option<ByteSize>,
     pub snapshot_backstop_logs: Option<u64>,
+    pub init_membership_per_group: Option<bool>,
+    #[serde(default)]
+    pub peers: Vec<PeerSection>,
     #[serde(default)]
     pub wal: WalSection,
+}
+
+/// One `[[raft.peers]]` entry: a voter, this node included.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerSection {
+    pub node_id: u64,
+    /// Where peers dial its cluster plane.
+    pub url: String,
+    /// Where leader redirects send clients; required with `server.cluster_listen`.
+    pub client_url: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

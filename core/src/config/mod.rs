@@ -43,9 +43,21 @@ pub enum EngineConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RaftConfig {
     pub node_id: u64,
+    /// The voters, this node included; empty for a single node.
+    pub peers: Vec<Peer>,
+    /// The cluster plane's listener (set whenever `peers` is).
+    pub cluster_listen: Option<SocketAddr>,
+    pub init_membership_per_group: bool,
     pub snapshot_log_budget: u64,
     pub snapshot_backstop_logs: u64,
     pub wal: WalConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    pub node_id: u64,
+    pub url: String,
+    pub client_url: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +87,8 @@ pub enum ConfigError {
     Value { key: &'static str, value: String, expected: &'static str },
     #[error("unknown preset {0:?} (default, dev, tiny, small, standard or large)")]
     Preset(String),
+    #[error("{key}: {message}")]
+    Refused { key: &'static str, message: String },
 }
 
 /// Overrides from the command line, which win over the file.
@@ -192,11 +206,63 @@ pub fn resolve(file: FileConfig, preset: Option<Preset>, cli: &CliOverrides) -> 
     // A WAL path asks for Raft whatever the preset; `default`/`dev` (or no
     // file and no preset) keep the in-memory engine.
     let memory = raft.wal.path.is_none() && preset.is_some_and(Preset::in_memory);
-    let engine = if memory { EngineConfig::Memory } else { EngineConfig::Raft(raft_config(raft, cli)?) };
+    let cluster_listen = file.server.cluster_listen;
+    let engine = if memory {
+        EngineConfig::Memory
+    } else {
+        let mut raft = raft_config(raft, cli)?;
+        cluster_plane(&mut raft, cluster_listen, cluster_id.as_deref())?;
+        EngineConfig::Raft(raft)
+    };
     Ok(NodeConfig { listen, json_reads, group_count, cluster_id, core_count, engine })
 }
 
+/// The startup refusals of a node with peers (spec/07, `raft.peers`).
+fn cluster_plane(raft: &mut RaftConfig, listen: Option<String>, cluster_id: Option<&str>) -> Result<(), ConfigError> {
+    let refuse = |key, message: &str| Err(ConfigError::Refused { key, message: message.to_string() });
+    let listen = match listen {
+        None => None,
+        Some(text) => Some(text.parse::<SocketAddr>().map_err(|_| ConfigError::Value {
+            key: "server.cluster_listen",
+            value: text.clone(),
+            expected: "host:port",
+        })?),
+    };
+    if raft.peers.is_empty() {
+        return Ok(());
+    }
+    if cluster_id.is_none() {
+        return refuse("server.cluster_id", "required when raft.peers is set");
+    }
+    if raft.wal.path.is_none() {
+        return refuse("raft.wal.path", "required when raft.peers is set");
+    }
+    if !raft.peers.iter().any(|p| p.node_id == raft.node_id) {
+        return refuse("raft.node_id", "this node's id is not among raft.peers");
+    }
+    let mut ids: Vec<u64> = raft.peers.iter().map(|p| p.node_id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    if ids.len() != raft.peers.len() {
+        return refuse("raft.peers", "two entries have the same node_id");
+    }
+    if listen.is_none() {
+        // The shared plane (Raft gRPC on server.listen) is not built yet.
+        return refuse("server.cluster_listen", "required with raft.peers in this release");
+    }
+    if raft.peers.iter().any(|p| p.client_url.is_empty()) {
+        return refuse("raft.peers", "every entry needs client_url when server.cluster_listen is set");
+    }
+    raft.cluster_listen = listen;
+    Ok(())
+}
+
 fn raft_config(raft: file::RaftSection, cli: &CliOverrides) -> Result<RaftConfig, ConfigError> {
+    let peers = raft
+        .peers
+        .into_iter()
+        .map(|p| Peer { node_id: p.node_id, client_url: p.client_url.unwrap_or_default(), url: p.url })
+        .collect();
     let wal = raft.wal;
     let segment_size = wal.segment_size.map_or(64 * ByteSize::MIB, |s| s.0);
     if segment_size < MIN_SEGMENT_SIZE {
@@ -234,6 +300,9 @@ fn raft_config(raft: file::RaftSection, cli: &CliOverrides) -> Result<RaftConfig
     Ok(RaftConfig {
         // A single node needs no configured id; 1 is what the examples use.
         node_id: cli.node_id.or(raft.node_id).unwrap_or(1),
+        peers,
+        cluster_listen: None,
+        init_membership_per_group: raft.init_membership_per_group.unwrap_or(false),
         snapshot_log_budget,
         snapshot_backstop_logs,
         wal: WalConfig {

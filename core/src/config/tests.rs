@@ -80,3 +80,29 @@ fn unknown_keys_and_bad_values_are_refused_by_name() {
         assert!(!err.contains('\n'), "one line: {err}");
     }
 }
+
+#[test]
+fn peers_bring_the_cluster_refusals() {
+    let none = CliOverrides::default();
+    let peers = "[[raft.peers]]\nnode_id = 1\nurl = \"http://10.0.0.1:4439\"\nclient_url = \"http://10.0.0.1:4437\"\n\
+                 [[raft.peers]]\nnode_id = 2\nurl = \"http://10.0.0.2:4439\"\nclient_url = \"http://10.0.0.2:4437\"\n";
+    let full = format!(
+        "[server]\ncluster_id = \"prod\"\ncluster_listen = \"0.0.0.0:4439\"\n[raft]\nnode_id = 1\n[raft.wal]\npath = \"/x\"\n{peers}"
+    );
+    let c = cfg(None, &full, &none).expect("valid");
+    let EngineConfig::Raft(raft) = c.engine else { panic!("peers run Raft") };
+    assert_eq!(raft.peers.len(), 2);
+    assert_eq!(raft.cluster_listen.map(|a| a.port()), Some(4439));
+    let cases = [
+        (full.replace("cluster_id = \"prod\"\n", ""), "server.cluster_id"),
+        (full.replace("[raft.wal]\npath = \"/x\"\n", ""), "raft.wal.path"),
+        (full.replace("node_id = 1\n[raft.wal]", "node_id = 3\n[raft.wal]"), "raft.node_id"),
+        (full.replace("cluster_listen = \"0.0.0.0:4439\"\n", ""), "server.cluster_listen"),
+        (full.replace("client_url = \"http://10.0.0.2:4437\"\n", ""), "client_url"),
+        (full.replace("node_id = 2\n", "node_id = 1\n"), "same node_id"),
+    ];
+    for (text, named) in cases {
+        let err = cfg(None, &text, &none).expect_err(named);
+        assert!(err.contains(named), "{named}: {err}");
+    }
+}

@@ -15,6 +15,7 @@ use ursula_wal::{Fsync, NODE_GROUP, Recovered, Wal, WalOptions};
 use super::disk_guard::{DiskGuard, available_bytes};
 use super::driver;
 use super::engine::{RaftEngine, RaftGroup};
+use super::grpc::{GrpcNetwork, Peers, RaftServer};
 use super::log_store::GroupLog;
 use super::network::NoPeers;
 use super::state_machine::GroupMachine;
@@ -34,6 +35,8 @@ pub struct RaftNode {
     dir: PathBuf,
     temporary: bool,
     drivers: Vec<tokio::task::JoinHandle<()>>,
+    /// Stops the cluster plane's gRPC server.
+    cluster_plane: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 /// `u` followed by 32 hex digits (spec/07-configuration.md, `server.cluster_id`).
@@ -155,7 +158,16 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig) -> anyhow::Result<Raf
 
     let settings = raft_settings(raft)?;
     let cache_budget = usize::try_from(raft.wal.cache_size / u64::from(config.group_count)).unwrap_or(usize::MAX);
-    let members: BTreeMap<u64, BasicNode> = [(raft.node_id, BasicNode { addr: config.listen.to_string() })].into();
+    let clustered = !raft.peers.is_empty();
+    let members: BTreeMap<u64, BasicNode> = if clustered {
+        raft.peers.iter().map(|p| (p.node_id, BasicNode { addr: p.url.clone() })).collect()
+    } else {
+        [(raft.node_id, BasicNode { addr: config.listen.to_string() })].into()
+    };
+    // On a fresh cluster one voter, the lowest id, bootstraps each group's
+    // membership; a replica that holds its group never initializes it again.
+    let initializer = members.keys().next().copied() == Some(raft.node_id);
+    let peers = Peers::new(cluster_id.clone(), raft.node_id);
     let mut groups = Vec::with_capacity(config.group_count as usize);
     for g in 0..config.group_count {
         let log = GroupLog::recover(g, wal.clone(), recovered.groups.get(&g), cache_budget)
@@ -164,15 +176,36 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig) -> anyhow::Result<Raf
         let machine = GroupMachine::open(g, snapshot_dir.clone(), history_id)
             .with_context(|| format!("loading the snapshot of group {g}"))?;
         let shared = machine.shared();
-        let node = Raft::new(raft.node_id, settings.clone(), NoPeers, log.clone(), machine)
-            .await
-            .with_context(|| format!("starting Raft group {g}"))?;
-        if !node.is_initialized().await.context("reading Raft state")? {
+        let node = if clustered {
+            let network = GrpcNetwork { peers: peers.clone(), group: g };
+            Raft::new(raft.node_id, settings.clone(), network, log.clone(), machine).await
+        } else {
+            Raft::new(raft.node_id, settings.clone(), NoPeers, log.clone(), machine).await
+        }
+        .with_context(|| format!("starting Raft group {g}"))?;
+        if initializer && !node.is_initialized().await.context("reading Raft state")? {
             node.initialize(members.clone()).await.with_context(|| format!("initializing Raft group {g}"))?;
         }
         groups.push(RaftGroup { raft: node, shared, log });
     }
-    for (g, group) in groups.iter().enumerate() {
+    let cluster_plane = match raft.cluster_listen.filter(|_| clustered) {
+        None => None,
+        Some(addr) => {
+            let server = RaftServer::new(cluster_id.clone(), raft.node_id);
+            let _ = server.groups.set(groups.iter().map(|g| g.raft.clone()).collect());
+            // Bound here so a taken port fails the start with a clear message.
+            std::net::TcpListener::bind(addr).with_context(|| format!("binding server.cluster_listen {addr}"))?;
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            tokio::spawn(async move {
+                if let Err(e) = server.serve(addr, async move { drop(stopped.await) }).await {
+                    tracing::error!(error = %e, "the cluster plane stopped");
+                }
+            });
+            Some(stop)
+        }
+    };
+    // A single node elects itself at once; a cluster's groups elect as peers come up.
+    for (g, group) in groups.iter().enumerate().filter(|_| !clustered) {
         group
             .raft
             .wait(Some(LEADER_WAIT))
@@ -188,7 +221,7 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig) -> anyhow::Result<Raf
         tokio::spawn(driver::snapshots(engine.clone(), raft.snapshot_log_budget)),
         tokio::spawn(driver::disk(engine.guard.clone(), dir.clone())),
     ];
-    Ok(RaftNode { engine, cluster_id, dir, temporary, drivers })
+    Ok(RaftNode { engine, cluster_id, dir, temporary, drivers, cluster_plane })
 }
 
 impl RaftNode {
@@ -197,6 +230,9 @@ impl RaftNode {
     pub async fn shutdown(self) -> anyhow::Result<()> {
         for d in &self.drivers {
             d.abort();
+        }
+        if let Some(stop) = self.cluster_plane {
+            let _ = stop.send(());
         }
         for g in self.engine.groups() {
             let _ = g.raft.shutdown().await;

@@ -150,6 +150,26 @@ pub fn encode_snapshot(
     encode("snapshot", &(head, store))
 }
 
+/// A snapshot's meta alone, for sending it to a peer.
+pub fn encode_snapshot_meta(meta: &super::types::SnapshotMeta) -> Result<Bytes, CodecError> {
+    let head = SnapshotHead {
+        last_log_id: meta.last_log_id.as_ref().map(LogIdRepr::from),
+        membership_log_id: meta.last_membership.log_id().as_ref().map(LogIdRepr::from),
+        membership: meta.last_membership.membership().into(),
+        snapshot_id: meta.snapshot_id.clone(),
+    };
+    encode("snapshot meta", &head)
+}
+
+pub fn decode_snapshot_meta(bytes: &[u8]) -> Result<super::types::SnapshotMeta, CodecError> {
+    let head: SnapshotHead = decode("snapshot meta", bytes)?;
+    Ok(super::types::SnapshotMeta {
+        last_log_id: head.last_log_id.map(LogId::from),
+        last_membership: StoredMembership::new(head.membership_log_id.map(LogId::from), head.membership.into()),
+        snapshot_id: head.snapshot_id,
+    })
+}
+
 pub struct DecodedSnapshot {
     pub last_log_id: Option<LogId>,
     pub membership: StoredMembership,

@@ -42,8 +42,9 @@ impl RaftEngine {
         &self.groups
     }
 
-    fn leads_all(&self) -> bool {
-        self.groups.iter().all(|g| g.raft.metrics().borrow().current_leader == Some(self.node_id))
+    /// Every group knows a leader (this node or a peer).
+    fn all_led(&self) -> bool {
+        self.groups.iter().all(|g| g.raft.metrics().borrow().current_leader.is_some())
     }
 }
 
@@ -108,7 +109,7 @@ impl GroupEngine for RaftEngine {
     fn readiness(&self) -> Readiness {
         if self.guard.under_pressure() {
             Readiness::Unready("wal_disk_pressure")
-        } else if !self.leads_all() {
+        } else if !self.all_led() {
             Readiness::Unready("raft_replica_unready")
         } else {
             Readiness::Ready

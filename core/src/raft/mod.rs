@@ -7,6 +7,8 @@
 //! - `state_machine`: the stream store as openraft's state machine.
 //! - `snapshot_file`: a group's snapshot on disk.
 //! - `network`: the (empty) network of a node without peers.
+//! - `grpc`: Raft between voters over `RaftService`, client and server.
+//! - `pb`: openraft's RPC types to and from the protobuf messages.
 //! - `engine`: `RaftEngine`, the `GroupEngine` over the groups.
 //! - `disk_guard`: refusing writes when the WAL disk runs short.
 //! - `driver`: the snapshot driver and the disk probe.
@@ -21,8 +23,10 @@ mod codec;
 mod disk_guard;
 mod driver;
 mod engine;
+mod grpc;
 mod log_store;
 mod network;
+mod pb;
 mod snapshot_file;
 mod state_machine;
 mod types;

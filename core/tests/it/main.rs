@@ -75,3 +75,6 @@ mod docs_examples;
 
 // spec/07 Raft, issue 5: kill -9 crash loops, clean restarts, the cluster id, the disk guard, damaged WALs.
 mod durability;
+
+// Issue 6 (first step): a three-voter cluster over the gRPC cluster plane.
+mod cluster;

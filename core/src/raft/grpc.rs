@@ -1,0 +1,248 @@
+//! Raft between voters over the private `RaftService` (tonic): the client
+//! side as openraft's network, one lazily connected channel per peer shared
+//! by every group, and the server side that hands each request to its
+//! group. Every request carries the sender's cluster id; a node refuses a
+//! peer of another cluster before it decodes the Raft payload.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use openraft::error::{InstallSnapshotError, RPCError, RaftError, Unreachable};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
+    VoteResponse,
+};
+use openraft::{BasicNode, Raft};
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Request, Response, Status};
+use ursula_proto::raft::v1 as pb;
+use ursula_proto::raft::v1::raft_service_client::RaftServiceClient;
+use ursula_proto::raft::v1::raft_service_server::{RaftService, RaftServiceServer};
+
+use super::pb as conv;
+use super::types::{NodeId, TypeConfig};
+
+/// Largest RPC either side accepts: a batch of entries or a snapshot chunk.
+const MAX_MESSAGE: usize = 64 * 1024 * 1024;
+
+type Rpc<T, E = openraft::error::Infallible> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
+
+fn unreachable<E: std::error::Error>(why: impl std::fmt::Display) -> RPCError<NodeId, BasicNode, E> {
+    RPCError::Unreachable(Unreachable::new(&std::io::Error::other(why.to_string())))
+}
+
+/// Who this node is on the cluster plane, and its channels to the peers.
+pub struct Peers {
+    cluster_id: String,
+    node_id: NodeId,
+    channels: Mutex<HashMap<String, RaftServiceClient<Channel>>>,
+}
+
+impl Peers {
+    pub fn new(cluster_id: String, node_id: NodeId) -> Arc<Peers> {
+        Arc::new(Peers { cluster_id, node_id, channels: Mutex::new(HashMap::new()) })
+    }
+
+    fn client(&self, url: &str) -> Result<RaftServiceClient<Channel>, String> {
+        let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = channels.get(url) {
+            return Ok(c.clone());
+        }
+        let endpoint = Endpoint::from_shared(url.to_string()).map_err(|e| format!("peer url {url:?}: {e}"))?;
+        let client = RaftServiceClient::new(endpoint.connect_lazy())
+            .max_decoding_message_size(MAX_MESSAGE)
+            .max_encoding_message_size(MAX_MESSAGE);
+        channels.insert(url.to_string(), client.clone());
+        Ok(client)
+    }
+
+    fn preamble(&self, group: u32) -> pb::Preamble {
+        pb::Preamble { cluster_id: self.cluster_id.clone(), node_id: self.node_id, group }
+    }
+}
+
+/// openraft's network of one group.
+#[derive(Clone)]
+pub struct GrpcNetwork {
+    pub peers: Arc<Peers>,
+    pub group: u32,
+}
+
+pub struct GrpcPeer {
+    peers: Arc<Peers>,
+    group: u32,
+    url: String,
+}
+
+impl RaftNetworkFactory<TypeConfig> for GrpcNetwork {
+    type Network = GrpcPeer;
+
+    async fn new_client(&mut self, _target: NodeId, node: &BasicNode) -> GrpcPeer {
+        GrpcPeer { peers: self.peers.clone(), group: self.group, url: node.addr.clone() }
+    }
+}
+
+/// Sends one call under the RPC's deadline; any failure is "unreachable",
+/// which openraft retries with backoff.
+async fn call<Req, Rep, Fut>(
+    peer: &GrpcPeer,
+    option: &RPCOption,
+    request: Req,
+    send: impl FnOnce(RaftServiceClient<Channel>, Req) -> Fut,
+) -> Result<Rep, String>
+where
+    Fut: Future<Output = Result<Response<Rep>, Status>>,
+{
+    let client = peer.peers.client(&peer.url)?;
+    match tokio::time::timeout(option.soft_ttl(), send(client, request)).await {
+        Ok(Ok(reply)) => Ok(reply.into_inner()),
+        Ok(Err(status)) => Err(format!("{}: {status}", peer.url)),
+        Err(_) => Err(format!("{}: no answer within {:?}", peer.url, option.soft_ttl())),
+    }
+}
+
+fn refused(r: pb::Refusal) -> String {
+    format!("refused ({:?}) by node {} of cluster {:?}: {}", r.kind(), r.node_id, r.cluster_id, r.detail)
+}
+
+impl RaftNetwork<TypeConfig> for GrpcPeer {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Rpc<AppendEntriesResponse<NodeId>> {
+        let req = conv::append_request_to(self.peers.preamble(self.group), &rpc).map_err(unreachable)?;
+        let reply =
+            call(self, &option, req, |mut c, r| async move { c.append_entries(r).await }).await.map_err(unreachable)?;
+        conv::append_reply_from(reply).map_err(|r| unreachable(refused(r)))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Rpc<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
+        let req = conv::snapshot_request_to(self.peers.preamble(self.group), &rpc).map_err(unreachable)?;
+        let reply = call(self, &option, req, |mut c, r| async move { c.install_snapshot(r).await })
+            .await
+            .map_err(unreachable)?;
+        conv::snapshot_reply_from(reply).map_err(|r| unreachable(refused(r)))
+    }
+
+    async fn vote(&mut self, rpc: VoteRequest<NodeId>, option: RPCOption) -> Rpc<VoteResponse<NodeId>> {
+        let req = conv::vote_request_to(self.peers.preamble(self.group), &rpc);
+        let reply = call(self, &option, req, |mut c, r| async move { c.vote(r).await }).await.map_err(unreachable)?;
+        conv::vote_reply_from(reply).map_err(|r| unreachable(refused(r)))
+    }
+}
+
+/// The server side: each request goes to its group's `Raft`, once the
+/// node has started its groups.
+pub struct RaftServer {
+    cluster_id: String,
+    node_id: NodeId,
+    pub groups: Arc<OnceLock<Vec<Raft<TypeConfig>>>>,
+}
+
+use pb::refusal::Kind;
+
+impl RaftServer {
+    pub fn new(cluster_id: String, node_id: NodeId) -> RaftServer {
+        RaftServer { cluster_id, node_id, groups: Arc::new(OnceLock::new()) }
+    }
+
+    fn refusal(&self, kind: Kind, detail: String) -> pb::Refusal {
+        conv::refusal(kind, &self.cluster_id, self.node_id, detail)
+    }
+
+    /// The group a request names, after the cluster check.
+    fn group(&self, preamble: Option<&pb::Preamble>) -> Result<&Raft<TypeConfig>, pb::Refusal> {
+        let Some(p) = preamble else {
+            return Err(self.refusal(Kind::Malformed, "no preamble".into()));
+        };
+        if p.cluster_id != self.cluster_id {
+            tracing::error!(peer = p.node_id, cluster = %p.cluster_id, "refused a Raft RPC from another cluster");
+            return Err(self.refusal(Kind::ClusterMismatch, format!("this node is in cluster {:?}", self.cluster_id)));
+        }
+        self.groups
+            .get()
+            .and_then(|g| g.get(p.group as usize))
+            .ok_or_else(|| self.refusal(Kind::UnknownGroup, format!("group {} is not running here", p.group)))
+    }
+
+    /// Serves `RaftService` on `addr` until `shutdown` resolves.
+    pub async fn serve(
+        self,
+        addr: SocketAddr,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), tonic::transport::Error> {
+        let service =
+            RaftServiceServer::new(self).max_decoding_message_size(MAX_MESSAGE).max_encoding_message_size(MAX_MESSAGE);
+        tonic::transport::Server::builder().add_service(service).serve_with_shutdown(addr, shutdown).await
+    }
+}
+
+#[tonic::async_trait]
+impl RaftService for RaftServer {
+    async fn append_entries(
+        &self,
+        request: Request<pb::AppendEntriesRequest>,
+    ) -> Result<Response<pb::AppendEntriesReply>, Status> {
+        use pb::append_entries_reply::Result as R;
+        let req = request.into_inner();
+        let refuse = |r| Ok(Response::new(pb::AppendEntriesReply { result: Some(R::Refusal(r)) }));
+        let raft = match self.group(req.preamble.as_ref()) {
+            Ok(raft) => raft,
+            Err(r) => return refuse(r),
+        };
+        let rpc = match conv::append_request_from(req) {
+            Ok(rpc) => rpc,
+            Err(e) => return refuse(self.refusal(Kind::Malformed, e.to_string())),
+        };
+        match raft.append_entries(rpc).await {
+            Ok(reply) => Ok(Response::new(conv::append_reply_to(&reply))),
+            Err(e) => refuse(self.refusal(Kind::Fatal, e.to_string())),
+        }
+    }
+
+    async fn vote(&self, request: Request<pb::VoteRequest>) -> Result<Response<pb::VoteReply>, Status> {
+        use pb::vote_reply::Result as R;
+        let req = request.into_inner();
+        let refuse = |r| Ok(Response::new(pb::VoteReply { result: Some(R::Refusal(r)) }));
+        let raft = match self.group(req.preamble.as_ref()) {
+            Ok(raft) => raft,
+            Err(r) => return refuse(r),
+        };
+        let rpc = match conv::vote_request_from(req) {
+            Ok(rpc) => rpc,
+            Err(e) => return refuse(self.refusal(Kind::Malformed, e.to_string())),
+        };
+        match raft.vote(rpc).await {
+            Ok(reply) => Ok(Response::new(conv::vote_reply_to(&reply))),
+            Err(e) => refuse(self.refusal(Kind::Fatal, e.to_string())),
+        }
+    }
+
+    async fn install_snapshot(
+        &self,
+        request: Request<pb::InstallSnapshotRequest>,
+    ) -> Result<Response<pb::InstallSnapshotReply>, Status> {
+        use pb::install_snapshot_reply::Result as R;
+        let req = request.into_inner();
+        let refuse = |r| Ok(Response::new(pb::InstallSnapshotReply { result: Some(R::Refusal(r)) }));
+        let raft = match self.group(req.preamble.as_ref()) {
+            Ok(raft) => raft,
+            Err(r) => return refuse(r),
+        };
+        let rpc = match conv::snapshot_request_from(req) {
+            Ok(rpc) => rpc,
+            Err(e) => return refuse(self.refusal(Kind::Malformed, e.to_string())),
+        };
+        match raft.install_snapshot(rpc).await {
+            Ok(reply) => Ok(Response::new(conv::snapshot_reply_to(&reply))),
+            Err(e) => refuse(self.refusal(Kind::SnapshotFailed, e.to_string())),
+        }
+    }
+}

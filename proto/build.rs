@@ -1,0 +1,12 @@
+//! Generates the gRPC code with the `protoc` shipped by `protoc-bin-vendored`,
+//! so a fresh machine needs nothing installed.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let protoc = protoc_bin_vendored::protoc_bin_path()?;
+    // SAFETY: a build script is single-threaded; nothing reads the
+    // environment while it is written.
+    unsafe { std::env::set_var("PROTOC", protoc) };
+    tonic_prost_build::configure().compile_protos(&["ursula/raft/v1/raft.proto"], &["."])?;
+    println!("cargo:rerun-if-changed=ursula");
+    Ok(())
+}
