@@ -5,14 +5,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ursula_gateway::{Backend, BackendError, Readiness, Unavailable, WaitOutcome};
+use ursula_gateway::{Backend, BackendError, LeaderHint, Readiness, Unavailable, WaitOutcome, WriteRoute};
 use ursula_stream::{
     AdvanceRetention, AppendOk, AppendStream, BootstrapView, Command, CreateOk, CreateStream, DeleteStream,
     Incarnation, Offset, Outcome, PublishSnapshot, ReadQuery, ReadView, RenewStream, SnapshotOk, SnapshotView,
     StreamInfo, StreamKey, StreamStore,
 };
 
-use crate::engine::{EngineError, GroupEngine, Waited};
+use crate::engine::{EngineError, GroupEngine, Leadership, Waited};
 use crate::routing::{GroupId, group_of};
 
 pub struct NodeBackend<E> {
@@ -138,6 +138,17 @@ impl<E: GroupEngine> Backend for NodeBackend<E> {
 
     fn readiness(&self) -> Readiness {
         self.engine.readiness()
+    }
+
+    fn write_route(&self, key: &StreamKey) -> WriteRoute {
+        let group = self.group(key);
+        match self.engine.leadership(group) {
+            Leadership::Local => WriteRoute::Local,
+            Leadership::Peer { id, term, client_url } => {
+                WriteRoute::Leader(LeaderHint { client_url, leader_id: id, group: group.0, term })
+            }
+            Leadership::Unknown => WriteRoute::NoLeader { group: group.0 },
+        }
     }
 
     async fn head(&self, key: StreamKey) -> Result<StreamInfo, BackendError> {

@@ -46,6 +46,27 @@ pub enum WaitOutcome {
     TimedOut,
 }
 
+/// Where a write to a stream must go (extensions §5.7), decided before
+/// its body is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteRoute {
+    /// This node leads the stream's group (or there is no leader to find).
+    Local,
+    /// Another node leads it: redirect there.
+    Leader(LeaderHint),
+    /// No leader is known yet.
+    NoLeader { group: u32 },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderHint {
+    /// The leader's client plane, e.g. `http://10.0.0.2:4437`.
+    pub client_url: String,
+    pub leader_id: u64,
+    pub group: u32,
+    pub term: u64,
+}
+
 /// Whether the node may serve (`/__ursula/ready`), else the first typed
 /// reason of spec/38-troubleshooting.md that applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +98,10 @@ pub trait Backend: Send + Sync + 'static {
     /// The JSON snapshot of `/__ursula/metrics`: fields at the top level.
     fn metrics(&self) -> impl Future<Output = serde_json::Map<String, serde_json::Value>> + Send;
     fn readiness(&self) -> Readiness;
+    /// Where a write to `key` goes; a single node always writes locally.
+    fn write_route(&self, _key: &StreamKey) -> WriteRoute {
+        WriteRoute::Local
+    }
     /// A catch-up read; it renews a sliding TTL as the state machine asks.
     fn read(&self, key: StreamKey, query: ReadQuery) -> impl Future<Output = Result<ReadView, BackendError>> + Send;
     /// Waits until the stream moves past `offset`, closes, or is deleted or

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode};
 use ursula_stream::{IdError, Rejection};
 
-use crate::backend::{BackendError, Unavailable};
+use crate::backend::{BackendError, LeaderHint, Unavailable};
 use crate::headers::names;
 use crate::limits::MAX_REQUEST_BYTES;
 
@@ -38,6 +38,15 @@ pub enum ApiError {
     MethodNotAllowed,
     RequestTooLarge,
     BodyUnreadable,
+    /// Another node leads the stream's group: `307` to `location`.
+    Redirect {
+        location: String,
+        hint: LeaderHint,
+    },
+    /// No leader of the group is known, and the body was not read.
+    NoLeader {
+        group: u32,
+    },
     Backend(BackendError),
 }
 
@@ -126,6 +135,18 @@ impl ApiError {
             }
             ApiError::BodyUnreadable => {
                 ErrorAnswer::new(S::BAD_REQUEST, "BODY_UNREADABLE", "the request body could not be read")
+            }
+            ApiError::Redirect { location, hint } => {
+                ErrorAnswer::new(S::TEMPORARY_REDIRECT, "LEADER_REDIRECT", "another node leads this stream's writes")
+                    .header("location", location)
+                    .header(names::RAFT_LEADER_ID, hint.leader_id)
+                    .header(names::RAFT_GROUP, hint.group)
+                    .header(names::RAFT_TERM, hint.term)
+            }
+            ApiError::NoLeader { group } => {
+                ErrorAnswer::new(S::SERVICE_UNAVAILABLE, "NO_LEADER", "the stream's group has no leader now")
+                    .header(names::RAFT_GROUP, group)
+                    .header("retry-after", 1)
             }
             ApiError::Backend(BackendError::Rejected(r)) => rejection_answer(r),
             ApiError::Backend(BackendError::Unavailable { reason, retry_after_secs }) => {

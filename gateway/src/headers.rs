@@ -38,6 +38,9 @@ pub mod names {
     pub const STREAM_IMMUTABLE: &str = "stream-immutable";
     pub const URSULA_CLUSTER_ID: &str = "ursula-cluster-id";
     pub const URSULA_MAX_REQUEST_BYTES: &str = "ursula-max-request-bytes";
+    pub const RAFT_LEADER_ID: &str = "x-ursula-raft-leader-id";
+    pub const RAFT_GROUP: &str = "x-ursula-raft-group";
+    pub const RAFT_TERM: &str = "x-ursula-raft-term";
 }
 
 /// The value of a header as text; a value that is not visible ASCII is malformed.

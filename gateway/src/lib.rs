@@ -23,6 +23,6 @@ pub mod render;
 pub mod route;
 pub mod server;
 
-pub use backend::{Backend, BackendError, Readiness, Unavailable, WaitOutcome};
+pub use backend::{Backend, BackendError, LeaderHint, Readiness, Unavailable, WaitOutcome, WriteRoute};
 pub use options::{HttpOptions, JsonReads};
 pub use server::serve;

@@ -37,6 +37,14 @@ pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
+/// Who leads a group, as this node knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Leadership {
+    Local,
+    Peer { id: u64, term: u64, client_url: String },
+    Unknown,
+}
+
 /// How a wait on a stream ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Waited {
@@ -54,6 +62,10 @@ pub trait GroupEngine: Send + Sync + 'static {
     }
     fn readiness(&self) -> Readiness {
         Readiness::Ready
+    }
+    /// Who leads `group`; an engine without peers always leads.
+    fn leadership(&self, _group: GroupId) -> Leadership {
+        Leadership::Local
     }
     /// Orders and applies one command in `group`, stamping its time and index.
     fn propose(&self, group: GroupId, command: Command) -> impl Future<Output = Result<Outcome, EngineError>> + Send;

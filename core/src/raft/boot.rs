@@ -216,7 +216,8 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig) -> anyhow::Result<Raf
 
     let guard = Arc::new(DiskGuard::new(raft.wal.min_available_size, raft.wal.resume_available_size));
     guard.observe(available_bytes(&dir));
-    let engine = Arc::new(RaftEngine { node_id: raft.node_id, groups, wal, guard });
+    let client_urls = raft.peers.iter().map(|p| (p.node_id, p.client_url.clone())).collect();
+    let engine = Arc::new(RaftEngine { node_id: raft.node_id, client_urls, groups, wal, guard });
     let drivers = vec![
         tokio::spawn(driver::snapshots(engine.clone(), raft.snapshot_log_budget)),
         tokio::spawn(driver::disk(engine.guard.clone(), dir.clone())),

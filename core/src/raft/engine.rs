@@ -17,7 +17,7 @@ use super::log_store::GroupLog;
 use super::state_machine::GroupShared;
 use super::types::{Proposal, TypeConfig};
 use crate::engine::group_state::GroupState;
-use crate::engine::{EngineError, GroupEngine, now_ms};
+use crate::engine::{EngineError, GroupEngine, Leadership, now_ms};
 use crate::routing::GroupId;
 
 pub struct RaftGroup {
@@ -28,6 +28,8 @@ pub struct RaftGroup {
 
 pub struct RaftEngine {
     pub(super) node_id: u64,
+    /// Client planes of the peers by node id, for leader redirects.
+    pub(super) client_urls: std::collections::HashMap<u64, String>,
     pub(super) groups: Vec<RaftGroup>,
     pub(super) wal: Wal,
     pub(super) guard: Arc<DiskGuard>,
@@ -104,6 +106,20 @@ impl GroupEngine for RaftEngine {
         m.insert("wal_min_available_bytes".into(), self.guard.min_available().into());
         m.insert("wal_disk_pressure".into(), self.guard.under_pressure().into());
         m
+    }
+
+    fn leadership(&self, group: GroupId) -> Leadership {
+        let Ok(g) = self.group(group) else { return Leadership::Unknown };
+        let m = g.raft.metrics();
+        let m = m.borrow();
+        match m.current_leader {
+            Some(id) if id == self.node_id => Leadership::Local,
+            Some(id) => match self.client_urls.get(&id) {
+                Some(url) => Leadership::Peer { id, term: m.current_term, client_url: url.clone() },
+                None => Leadership::Unknown,
+            },
+            None => Leadership::Unknown,
+        }
     }
 
     fn readiness(&self) -> Readiness {

@@ -74,18 +74,51 @@ fn record(seq: u64) -> String {
     format!("record {seq:04}\n")
 }
 
-/// Sends one producer append to whichever live node leads the stream's
-/// group; returns the index of that node.
+fn no_redirects() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client")
+}
+
+/// Sends one producer append to each live node in turn, without following
+/// redirects, until the leader of the stream's group takes it; returns the
+/// leader's index. Every follower's answer must be a well-formed `307`.
 async fn append(nodes: &[Option<Node>], seq: u64) -> usize {
+    let client = no_redirects();
     let deadline = Instant::now() + PATIENCE;
     loop {
         for (i, node) in nodes.iter().enumerate() {
             let Some(node) = node else { continue };
-            let answer = node.post(S).content_type(TEXT).producer("w", 0, seq).body(record(seq)).send().await;
-            if answer.status == 200 || answer.status == 204 {
-                return i;
+            let sent = client
+                .post(node.url(S))
+                .header("content-type", TEXT)
+                .header("producer-id", "w")
+                .header("producer-epoch", "0")
+                .header("producer-seq", seq.to_string())
+                .body(record(seq))
+                .send()
+                .await;
+            let Ok(answer) = sent else { continue };
+            match answer.status().as_u16() {
+                200 | 204 => return i,
+                307 => {
+                    let h = answer.headers();
+                    let location = h.get("location").and_then(|v| v.to_str().ok()).expect("307 has a Location");
+                    let leader: usize = h
+                        .get("x-ursula-raft-leader-id")
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.parse().ok())
+                        .expect("307 names the leader");
+                    assert!(h.get("x-ursula-raft-group").is_some() && h.get("x-ursula-raft-term").is_some());
+                    assert!(location.ends_with(S), "{location}");
+                    assert_ne!(leader, i + 1, "a node redirected to itself");
+                }
+                503 => assert!(answer.headers().get("retry-after").is_some()),
+                other => panic!("append {seq} on node {}: {other}", i + 1),
             }
-            assert_eq!(answer.status, 503, "append {seq} on node {}: {answer:?}", i + 1);
         }
         assert!(Instant::now() < deadline, "no node accepted append {seq}");
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -132,13 +165,23 @@ async fn three_voters_replicate_fail_over_and_catch_up() {
         converges(node, &expected).await;
     }
 
+    // Through a follower, a client that follows redirects (resending the
+    // body, as curl and reqwest do) lands its write on the leader.
+    let follower = (0..3).find(|i| *i != leader).expect("a follower");
+    let via = nodes[follower].as_ref().expect("running");
+    via.post(S).content_type(TEXT).producer("w", 0, 20).body(record(20)).send().await.expect(200);
+    expected.push_str(&record(20));
+    for node in nodes.iter().flatten() {
+        converges(node, &expected).await;
+    }
+
     // kill -9 the group's leader: the other two elect a new one and go on.
     nodes[leader].take().expect("the leader").kill9();
     let killed_at = Instant::now();
-    let next = append(&nodes, 20).await;
+    let next = append(&nodes, 21).await;
     assert_ne!(next, leader);
     let failover = killed_at.elapsed();
-    for seq in 21..40 {
+    for seq in 22..40 {
         append(&nodes, seq).await;
     }
     expected = (0..40).map(record).collect();
@@ -166,4 +209,31 @@ async fn a_node_with_peers_and_no_cluster_id_refuses_to_start() {
     let (status, stderr) = crate::support::run_to_exit(&args);
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("server.cluster_id"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voter_of_another_cluster_is_refused_and_the_majority_serves() {
+    let cluster = Cluster::new(3);
+    let mut args = cluster.args(2);
+    let path = args.pop().expect("config path");
+    let text = std::fs::read_to_string(&path).expect("config").replace("\"test-cluster\"", "\"other-cluster\"");
+    std::fs::write(&path, text).expect("config");
+    args.push(path);
+    let stranger = Node::spawn(&args, None);
+    let nodes: Vec<Option<Node>> = vec![Some(cluster.start(0)), Some(cluster.start(1)), None];
+    for node in nodes.iter().flatten() {
+        wait_ready(node).await;
+    }
+    let first = nodes[0].as_ref().expect("running");
+    first.put(S).content_type(TEXT).send().await.expect(201);
+    append(&nodes, 0).await;
+    let deadline = Instant::now() + PATIENCE;
+    while !stranger.stderr_text().contains("another cluster") {
+        assert!(Instant::now() < deadline, "no refusal logged: {}", stranger.stderr_text());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The stranger never joins: it knows no leader and stays unready.
+    let ready = stranger.get("/__ursula/ready").send().await;
+    ready.expect(503);
+    assert_eq!(ready.json()["cluster_id"], "other-cluster");
 }

@@ -25,8 +25,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
+use ursula_stream::StreamKey;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, WriteRoute};
 use crate::error::ApiError;
 use crate::limits::MAX_REQUEST_BYTES;
 use crate::options::HttpOptions;
@@ -66,7 +67,11 @@ where
     T: http_body::Body<Data = Bytes> + Send + 'static,
     T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    match route(req.uri().path())? {
+    let routed = route(req.uri().path())?;
+    if let Some(key) = write_target(&routed, req.method()) {
+        route_write(&shared, key, &req)?;
+    }
+    match routed {
         Route::Bucket(_) if req.method() == Method::PUT => {
             // Buckets are implicit: a create only validates the id (spec/25).
             Ok(render::finish(render::builder(StatusCode::CREATED), render::empty()))
@@ -107,6 +112,28 @@ where
             }
         },
         Route::Ops(path) => ops::ops(&shared, &path, req.method()).await,
+    }
+}
+
+/// The stream a request writes to, for the routing answers (extensions §5.7).
+fn write_target<'a>(routed: &'a Route, method: &Method) -> Option<&'a StreamKey> {
+    match (routed, method) {
+        (Route::Stream(key), &Method::PUT | &Method::POST | &Method::DELETE) => Some(key),
+        (Route::Sub(key, Sub::Snapshot(_) | Sub::Retention(_)), &Method::PUT) => Some(key),
+        _ => None,
+    }
+}
+
+/// Redirects a write this node does not lead, before its body is read.
+fn route_write<B: Backend, T>(shared: &Shared<B>, key: &StreamKey, req: &Request<T>) -> Result<(), ApiError> {
+    match shared.backend.write_route(key) {
+        WriteRoute::Local => Ok(()),
+        WriteRoute::NoLeader { group } => Err(ApiError::NoLeader { group }),
+        WriteRoute::Leader(hint) => {
+            let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
+            let location = format!("{}{target}", hint.client_url.trim_end_matches('/'));
+            Err(ApiError::Redirect { location, hint })
+        }
     }
 }
 
