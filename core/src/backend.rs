@@ -140,7 +140,11 @@ impl<E: GroupEngine> Backend for NodeBackend<E> {
         self.engine.readiness()
     }
 
-    fn write_route(&self, key: &StreamKey) -> WriteRoute {
+    async fn linearize(&self, key: &StreamKey) -> Result<(), BackendError> {
+        self.engine.linearize(self.group(key)).await.map_err(internal)
+    }
+
+    fn leader_route(&self, key: &StreamKey) -> WriteRoute {
         let group = self.group(key);
         match self.engine.leadership(group) {
             Leadership::Local => WriteRoute::Local,

@@ -98,8 +98,15 @@ pub trait Backend: Send + Sync + 'static {
     /// The JSON snapshot of `/__ursula/metrics`: fields at the top level.
     fn metrics(&self) -> impl Future<Output = serde_json::Map<String, serde_json::Value>> + Send;
     fn readiness(&self) -> Readiness;
-    /// Where a write to `key` goes; a single node always writes locally.
-    fn write_route(&self, _key: &StreamKey) -> WriteRoute {
+    /// Confirms, on the leader of `key`'s group, that it still leads and has
+    /// applied everything committed (Raft ReadIndex), so a read served next
+    /// is linearizable. A single node has nothing to confirm.
+    fn linearize(&self, _key: &StreamKey) -> impl Future<Output = Result<(), BackendError>> + Send {
+        async { Ok(()) }
+    }
+    /// Where a write (or a read that must see the leader) of `key` goes; a
+    /// single node always serves locally.
+    fn leader_route(&self, _key: &StreamKey) -> WriteRoute {
         WriteRoute::Local
     }
     /// A catch-up read; it renews a sliding TTL as the state machine asks.

@@ -21,6 +21,8 @@ pub struct ReadParams {
     pub cursor: Option<String>,
     pub timeout_ms: u64,
     pub max_bytes: u64,
+    /// `consistency=leader`: a linearizable read (extensions §9.2).
+    pub consistency_leader: bool,
 }
 
 impl ReadParams {
@@ -81,7 +83,7 @@ impl ReadParams {
         if live != LiveMode::CatchUp && offset.is_none() {
             return Err(ApiError::InvalidQuery("live reads need an offset".into()));
         }
-        Ok(ReadParams { offset, live, cursor, timeout_ms, max_bytes })
+        Ok(ReadParams { offset, live, cursor, timeout_ms, max_bytes, consistency_leader })
     }
 }
 

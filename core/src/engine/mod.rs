@@ -63,6 +63,10 @@ pub trait GroupEngine: Send + Sync + 'static {
     fn readiness(&self) -> Readiness {
         Readiness::Ready
     }
+    /// Confirms this node still leads `group` and has applied all it committed.
+    fn linearize(&self, _group: GroupId) -> impl Future<Output = Result<(), EngineError>> + Send {
+        async { Ok(()) }
+    }
     /// Who leads `group`; an engine without peers always leads.
     fn leadership(&self, _group: GroupId) -> Leadership {
         Leadership::Local

@@ -108,6 +108,14 @@ impl GroupEngine for RaftEngine {
         m
     }
 
+    async fn linearize(&self, group: GroupId) -> Result<(), EngineError> {
+        match self.group(group)?.raft.ensure_linearizable().await {
+            Ok(_) => Ok(()),
+            Err(RaftError::APIError(_)) => Err(EngineError::NoLeader(group)),
+            Err(e) => Err(EngineError::Fatal(e.to_string())),
+        }
+    }
+
     fn leadership(&self, group: GroupId) -> Leadership {
         let Ok(g) = self.group(group) else { return Leadership::Unknown };
         let m = g.raft.metrics();

@@ -185,6 +185,22 @@ async fn three_voters_replicate_fail_over_and_catch_up() {
         append(&nodes, seq).await;
     }
     expected = (0..40).map(record).collect();
+    // A linearizable read through any node reflects every acknowledged
+    // append at once (redirected to the leader, confirmed by ReadIndex).
+    for node in nodes.iter().flatten() {
+        let read = node.get(&format!("{S}?offset=-1&consistency=leader")).send().await;
+        read.expect(200);
+        assert!(read.text() == expected, "a consistency=leader read missed acknowledged appends");
+    }
+    // HEAD is tail-sensitive: a follower redirects it to the leader.
+    let new_leader = append(&nodes, 39).await;
+    let follower = (0..3).find(|i| *i != new_leader && nodes[*i].is_some()).expect("a live follower");
+    let head = no_redirects().head(nodes[follower].as_ref().expect("live").url(S)).send().await.expect("HEAD");
+    assert_eq!(head.status(), 307);
+    assert_eq!(
+        head.headers().get("x-ursula-raft-leader-id").and_then(|v| v.to_str().ok()),
+        Some((new_leader + 1).to_string().as_str())
+    );
     for node in nodes.iter().flatten() {
         converges(node, &expected).await;
     }

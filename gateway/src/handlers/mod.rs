@@ -81,14 +81,20 @@ where
             Method::PUT => write::create(&shared, key, req).await,
             Method::POST => write::append(&shared, key, req).await,
             Method::DELETE => write::delete(&shared, key, req.headers()).await,
-            Method::HEAD => head::head(&shared, key, req.headers()).await,
+            Method::HEAD => {
+                leader_read(&shared, &key, &req).await?;
+                head::head(&shared, key, req.headers()).await
+            }
             Method::GET => read::get(shared, key, req).await,
             _ => Err(ApiError::MethodNotAllowed),
         },
         Route::Sub(key, sub) => match sub {
             Sub::Snapshot(offset) => match *req.method() {
                 Method::PUT => snapshot::publish(&shared, key, &offset, req).await,
-                Method::GET | Method::HEAD => snapshot::read(&shared, key, &offset, &req).await,
+                Method::GET | Method::HEAD => {
+                    leader_read(&shared, &key, &req).await?;
+                    snapshot::read(&shared, key, &offset, &req).await
+                }
                 _ => Err(ApiError::MethodNotAllowed),
             },
             Sub::SnapshotLatest => Err(ApiError::RemovedRoute(
@@ -100,7 +106,10 @@ where
             Sub::Retention(offset) if req.method() == Method::PUT => {
                 snapshot::retention(&shared, key, &offset, req.headers()).await
             }
-            Sub::Bootstrap if req.method() == Method::GET => bootstrap::bootstrap(&shared, key, &req).await,
+            Sub::Bootstrap if req.method() == Method::GET => {
+                leader_read(&shared, &key, &req).await?;
+                bootstrap::bootstrap(&shared, key, &req).await
+            }
             Sub::Chunk { token, offset } if matches!(*req.method(), Method::GET | Method::HEAD) => {
                 immutable::chunk(&shared, key, &token, &offset, &req).await
             }
@@ -124,9 +133,20 @@ fn write_target<'a>(routed: &'a Route, method: &Method) -> Option<&'a StreamKey>
     }
 }
 
+/// Serves a read that must reflect the leader (`consistency=leader`, HEAD,
+/// live reads): redirected from a follower, confirmed on the leader.
+pub(crate) async fn leader_read<B: Backend, T>(
+    shared: &Shared<B>,
+    key: &StreamKey,
+    req: &Request<T>,
+) -> Result<(), ApiError> {
+    route_write(shared, key, req)?;
+    Ok(shared.backend.linearize(key).await?)
+}
+
 /// Redirects a write this node does not lead, before its body is read.
 fn route_write<B: Backend, T>(shared: &Shared<B>, key: &StreamKey, req: &Request<T>) -> Result<(), ApiError> {
-    match shared.backend.write_route(key) {
+    match shared.backend.leader_route(key) {
         WriteRoute::Local => Ok(()),
         WriteRoute::NoLeader { group } => Err(ApiError::NoLeader { group }),
         WriteRoute::Leader(hint) => {

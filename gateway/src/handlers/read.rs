@@ -28,6 +28,11 @@ where
     let params = ReadParams::parse(req.uri().query())?;
     let expect = headers::incarnation(req.headers())?;
     let from = params.offset.unwrap_or(ReadFrom::Start);
+    // Linearizable reads, `offset=now` and the registration of a live read
+    // go through the group's leader (spec/21); history is served anywhere.
+    if params.consistency_leader || params.live != LiveMode::CatchUp || from == ReadFrom::Tail {
+        super::leader_read(&shared, &key, &req).await?;
+    }
     match params.live {
         LiveMode::Sse => sse::open(shared, key, from, params, expect).await,
         LiveMode::CatchUp => {
