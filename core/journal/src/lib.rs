@@ -1,46 +1,60 @@
-//! `ursula-wal`: the node's write-ahead journal, shared by its Raft groups.
-//! One segmented, append-only journal on disk; every frame checksummed and
-//! versioned. Payloads are opaque: the Raft log store encodes its entries.
+//! `ursula-wal`: the node's write-ahead journal, shared by all its Raft
+//! groups (multi-Raft). One segmented, append-only journal on disk; every
+//! frame checksummed and versioned (layout in [`frame`]). It knows nothing
+//! of Raft: payloads are opaque, the log store encodes its own entries.
 //!
-//! Thread model: one writer thread owns the active segment; callers queue
-//! requests and get a callback once their frames are written (and fsynced
-//! when asked or configured). Requests are applied in the order they are
-//! queued. `read` may run on any thread; an entry is readable once its
-//! append's callback ran.
+//! Thread model: one writer thread owns the active segment. Callers queue
+//! requests over a channel and get a [`Done`] callback, run on the writer
+//! thread, once their frames are written (and fsynced when asked or
+//! configured). The writer takes every request waiting at once (group
+//! commit), so concurrent groups share one write and one fsync. Requests
+//! are applied, and their callbacks run, in the order they were queued.
+//! `read` runs on the caller's thread (positioned reads through the
+//! in-memory index); an entry is readable once its append's callback ran.
+//! Callbacks must be quick and must not block on the journal (`sync` and
+//! `close` refuse to run on the writer thread).
+//!
+//! On disk: `segment-{seq:020}.wal` files in the directory, and
+//! `wal.lock`, an `flock` that keeps a second writer out.
 //!
 //! Module map:
 //! - `frame`: the frame layout, encoding and verification.
+//! - `segment`: segment files, the directory lock, directory fsync.
 //! - `index`: what the journal holds, in memory.
 //! - `recover`: replaying segments at open; torn tails and corruption.
 //! - `writer`: the writer thread: group commit, rotation, reclaim.
-//! - `error`: `WalError`.
+//! - `error`: [`WalError`].
 
 mod error;
-mod frame;
+pub mod frame;
 mod index;
 mod recover;
+mod segment;
 mod writer;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Sender};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::thread::{JoinHandle, ThreadId};
 
 use bytes::Bytes;
 pub use error::WalError;
-use index::Index;
-use recover::segment_path;
+use index::{Index, Loc};
+pub use segment::LOCK_FILE;
+use segment::segment_path;
 use writer::{Op, Writer};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fsync {
-    /// Acknowledge from the page cache: a process crash loses nothing.
+    /// Acknowledge once written to the file (page cache): a process crash
+    /// loses nothing, a power loss may lose the latest writes. State slots
+    /// are fsynced regardless.
     Never,
-    /// Acknowledge after `fsync`, shared by every request of a batch.
+    /// Acknowledge after `fsync`, one shared by every request of a batch.
     Always,
 }
 
@@ -48,6 +62,8 @@ pub enum Fsync {
 pub struct WalOptions {
     pub dir: PathBuf,
     pub fsync: Fsync,
+    /// A new segment starts once the active one reaches this many bytes
+    /// (a larger frame is still written whole). At least [`MIN_SEGMENT_SIZE`].
     pub segment_size: u64,
 }
 
@@ -59,6 +75,7 @@ pub const NODE_GROUP: u32 = u32::MAX;
 /// Runs on the writer thread once a request is written (or failed).
 pub type Done = Box<dyn FnOnce(Result<(), WalError>) + Send + 'static>;
 
+/// What `open` found on disk.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Recovered {
     pub groups: BTreeMap<u32, RecoveredGroup>,
@@ -78,18 +95,25 @@ pub struct RecoveredGroup {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TornTail {
     pub segment: PathBuf,
+    /// Where the dropped frame started; the file now ends here.
     pub offset: u64,
     pub dropped_bytes: u64,
     /// A whole frame failed its checksum (rather than being cut short).
     pub complete_invalid_frame: bool,
 }
 
+/// Counters since `open` (gauges for bytes and segments).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WalStats {
+    /// Bytes in the segment files.
     pub bytes_on_disk: u64,
+    /// Segment files on disk.
     pub segments: u64,
+    /// Frames written (entries, states, truncates, purges, checkpoints).
     pub frames_written: u64,
+    /// Batches that wrote at least one frame (one `write_all` each, two at a rotation).
     pub batches_written: u64,
+    /// Fsync rounds: one per synced batch, plus one per rotation with `Fsync::Always`.
     pub fsyncs: u64,
     pub rotations: u64,
     pub reclaimed_segments: u64,
@@ -106,25 +130,53 @@ struct Counters {
     reclaimed_segments: AtomicU64,
 }
 
+/// What the writer thread and readers share.
 struct Shared {
     dir: PathBuf,
     index: Mutex<Index>,
     /// Read handles by segment, opened on first read.
-    readers: Mutex<BTreeMap<u64, Arc<File>>>,
+    readers: Mutex<HashMap<u64, Arc<File>>>,
     stats: Counters,
+    closed: AtomicBool,
 }
 
 impl Shared {
+    // A poisoned lock only means a panic elsewhere; the index stays consistent
+    // because every update is applied whole under the lock.
     fn lock_index(&self) -> MutexGuard<'_, Index> {
         self.index.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn lock_readers(&self) -> MutexGuard<'_, BTreeMap<u64, Arc<File>>> {
+    fn lock_readers(&self) -> MutexGuard<'_, HashMap<u64, Arc<File>>> {
         self.readers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The read handle of a segment; None once the segment is gone.
+    fn reader(&self, segment: u64) -> Result<Option<Arc<File>>, WalError> {
+        let mut readers = self.lock_readers();
+        if let Some(f) = readers.get(&segment) {
+            return Ok(Some(f.clone()));
+        }
+        let path = segment_path(&self.dir, segment);
+        let file = match File::open(&path) {
+            Ok(f) => Arc::new(f),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(WalError::Io { path, source: e }),
+        };
+        // Cache it only while the segment is live, so a deleted one is not held open.
+        if self.lock_index().segments.contains_key(&segment) {
+            readers.insert(segment, file.clone());
+        }
+        Ok(Some(file))
+    }
+
+    fn locate(&self, group: u32, index: u64) -> Option<Loc> {
+        self.lock_index().groups.get(&group).and_then(|g| g.get(index))
     }
 }
 
-/// Cheap to clone; every clone is the same journal.
+/// The journal. Cheap to clone (an `Arc` inside); every clone is the same
+/// journal; Send + Sync.
 #[derive(Clone)]
 pub struct Wal {
     inner: Arc<Inner>,
@@ -132,12 +184,28 @@ pub struct Wal {
 
 struct Inner {
     shared: Arc<Shared>,
-    tx: Mutex<Option<Sender<Op>>>,
+    tx: RwLock<Option<Sender<Op>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    writer: ThreadId,
+}
+
+impl Drop for Inner {
+    /// The last handle gone without `close`: the writer drains, fsyncs
+    /// and stops (joined, unless this is the writer thread itself).
+    fn drop(&mut self) {
+        self.tx.write().unwrap_or_else(|p| p.into_inner()).take();
+        let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(thread) = thread
+            && std::thread::current().id() != self.writer
+        {
+            let _ = thread.join();
+        }
+    }
 }
 
 impl Wal {
-    /// Creates `dir` if missing, replays every segment and starts the writer.
+    /// Creates `dir` (and parents) if missing, locks it, replays every
+    /// segment and starts the writer thread.
     pub fn open(options: WalOptions) -> Result<(Wal, Recovered), WalError> {
         if options.segment_size < MIN_SEGMENT_SIZE {
             return Err(WalError::Options(format!(
@@ -147,15 +215,15 @@ impl Wal {
         }
         let dir = options.dir.clone();
         std::fs::create_dir_all(&dir).map_err(WalError::io(&dir))?;
+        let lock = segment::lock(&dir)?;
         let replayed = recover::replay(&dir)?;
-        let (active, len) = match replayed.segments.last() {
-            Some(&(seq, len)) => (seq, len),
-            None => (1, 0),
-        };
+        let (active, len) = replayed.newest.unwrap_or((1, 0));
         let path = segment_path(&dir, active);
         let file = OpenOptions::new().create(true).append(true).open(&path).map_err(WalError::io(&path))?;
         let mut index = replayed.index;
         index.add_segment(active);
+        // A group with nothing left is no group: which dead segments are
+        // still on disk must not show.
         let recovered = Recovered {
             groups: index
                 .groups
@@ -163,61 +231,55 @@ impl Wal {
                 .map(|(g, gi)| {
                     (*g, RecoveredGroup { slots: gi.slots.clone(), purged: gi.purged.clone(), entries: gi.range() })
                 })
+                .filter(|(_, r)| *r != RecoveredGroup::default())
                 .collect(),
             torn_tail: replayed.torn_tail,
         };
         let stats = Counters::default();
-        let on_disk: u64 = replayed.segments.iter().map(|(_, l)| l).sum();
-        stats.bytes_on_disk.store(on_disk, Ordering::Relaxed);
-        stats.segments.store(index.live.len() as u64, Ordering::Relaxed);
-        let shared = Arc::new(Shared { dir, index: Mutex::new(index), readers: Mutex::new(BTreeMap::new()), stats });
+        stats.bytes_on_disk.store(index.bytes_on_disk(), Ordering::Relaxed);
+        stats.segments.store(index.segments.len() as u64, Ordering::Relaxed);
+        let shared = Arc::new(Shared {
+            dir: dir.clone(),
+            index: Mutex::new(index),
+            readers: Mutex::new(HashMap::new()),
+            stats,
+            closed: AtomicBool::new(false),
+        });
         let (tx, rx) = mpsc::channel();
-        let writer = Writer {
-            shared: shared.clone(),
-            rx,
-            fsync_always: options.fsync == Fsync::Always,
-            segment_size: options.segment_size,
-            active,
-            file,
-            len,
-            broken: None,
-        };
+        let writer = Writer::new(shared.clone(), rx, &options, (active, file, len), lock);
         let thread = std::thread::Builder::new()
             .name("ursula-wal".into())
             .spawn(move || writer.run())
-            .map_err(WalError::io(&options.dir))?;
-        let inner = Inner { shared, tx: Mutex::new(Some(tx)), thread: Mutex::new(Some(thread)) };
+            .map_err(WalError::io(&dir))?;
+        let inner =
+            Inner { shared, tx: RwLock::new(Some(tx)), writer: thread.thread().id(), thread: Mutex::new(Some(thread)) };
         Ok((Wal { inner: Arc::new(inner) }, recovered))
     }
 
     fn send(&self, op: Op) {
-        let tx = self.inner.tx.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = self.inner.tx.read().unwrap_or_else(|p| p.into_inner());
         let refused = match tx.as_ref() {
             Some(tx) => tx.send(op).err().map(|e| e.0),
             None => Some(op),
         };
         drop(tx);
         if let Some(op) = refused {
-            let done = match op {
-                Op::Append { done, .. }
-                | Op::State { done, .. }
-                | Op::Truncate { done, .. }
-                | Op::Purge { done, .. }
-                | Op::Sync { done }
-                | Op::Close { done } => done,
-            };
-            done(Err(WalError::Closed));
+            (op.into_done())(Err(WalError::Closed));
         }
     }
 
-    /// Appends entries `(index, payload)` of `group`. An index that already
-    /// exists replaces that entry and every later one. `done` runs once the
-    /// frames are written, after fsync when `sync` or `Fsync::Always`.
+    /// Appends entries `(index, payload)` of `group`; indices must be
+    /// contiguous. An index that already exists replaces that entry and
+    /// every later one; a first index that does not continue the live run
+    /// starts a new run; entries at or below the purge point are ignored.
+    /// `done` runs once the frames are written, after fsync when `sync` or
+    /// `Fsync::Always`.
     pub fn append(&self, group: u32, entries: Vec<(u64, Bytes)>, sync: bool, done: Done) {
         self.send(Op::Append { group, entries, sync, done });
     }
 
-    /// Sets a durable state slot; always fsynced before `done` runs.
+    /// Sets a durable state slot; always fsynced before `done` runs,
+    /// whatever `WalOptions::fsync` says.
     pub fn set_state(&self, group: u32, slot: u8, value: Bytes, done: Done) {
         self.send(Op::State { group, slot, value, done });
     }
@@ -228,44 +290,52 @@ impl Wal {
     }
 
     /// Removes the group's entries with index <= `upto`, keeping `marker`
-    /// as its purge record. A purge never moves back.
+    /// as its purge record. A purge behind the current one is ignored.
+    /// Segments it frees are deleted before `done` runs.
     pub fn purge(&self, group: u32, upto: u64, marker: Bytes, done: Done) {
         self.send(Op::Purge { group, upto, marker, done });
     }
 
-    /// Reads one entry back from disk; `Ok(None)` when it is not live.
+    /// Reads one entry back from disk, verifying its checksum; `Ok(None)`
+    /// when it is not live.
     pub fn read(&self, group: u32, index: u64) -> Result<Option<Bytes>, WalError> {
         let shared = &self.inner.shared;
-        let Some(loc) = shared.lock_index().groups.get(&group).and_then(|g| g.get(index)) else {
-            return Ok(None);
+        if shared.closed.load(Ordering::Acquire) {
+            return Err(WalError::Closed);
+        }
+        let Some(loc) = shared.locate(group, index) else { return Ok(None) };
+        // A concurrent purge or overwrite may delete the segment under us:
+        // then the entry is simply no longer live.
+        let gone = || shared.locate(group, index) != Some(loc);
+        let Some(file) = shared.reader(loc.segment)? else {
+            return if gone() { Ok(None) } else { Err(missing(shared, loc)) };
         };
         let path = segment_path(&shared.dir, loc.segment);
-        let file = {
-            let mut readers = shared.lock_readers();
-            match readers.get(&loc.segment) {
-                Some(f) => f.clone(),
-                None => {
-                    let f = Arc::new(File::open(&path).map_err(WalError::io(&path))?);
-                    readers.insert(loc.segment, f.clone());
-                    f
-                }
-            }
-        };
         let mut buf = vec![0u8; frame::HEADER + loc.len as usize];
-        file.read_exact_at(&mut buf, loc.offset).map_err(WalError::io(&path))?;
+        if let Err(e) = file.read_exact_at(&mut buf, loc.offset) {
+            return if gone() { Ok(None) } else { Err(WalError::Io { path, source: e }) };
+        }
         match frame::decode(&buf) {
-            Ok(head) if head.kind == frame::FrameKind::Entry && head.group == group && head.index == index => {
+            Ok(f) if f.kind == frame::FrameKind::Entry && f.group == group && f.index == index => {
                 Ok(Some(Bytes::from(buf).slice(frame::HEADER..)))
             }
             other => Err(WalError::Corrupt {
                 segment: path,
                 offset: loc.offset,
-                reason: format!("entry {index} of group {group} reads back as {other:?}"),
+                reason: match other {
+                    Ok(f) => {
+                        format!("entry {index} of group {group} reads back as {:?} {}/{}", f.kind, f.group, f.index)
+                    }
+                    Err(bad) => format!("entry {index} of group {group} reads back with {bad}"),
+                },
             }),
         }
     }
 
-    fn wait(&self, make: impl FnOnce(Done) -> Op) -> Result<(), WalError> {
+    fn wait(&self, what: &'static str, make: impl FnOnce(Done) -> Op) -> Result<(), WalError> {
+        if std::thread::current().id() == self.inner.writer {
+            return Err(WalError::OnWriterThread(what));
+        }
         let (tx, rx) = mpsc::channel();
         self.send(make(Box::new(move |r| {
             let _ = tx.send(r);
@@ -275,20 +345,35 @@ impl Wal {
 
     /// Writes and fsyncs everything queued before it.
     pub fn sync(&self) -> Result<(), WalError> {
-        self.wait(|done| Op::Sync { done })
+        self.wait("sync", |done| Op::Sync { done })
     }
 
-    /// Drains the queue, fsyncs and stops the writer; later calls fail with `Closed`.
+    /// Drains the queue, fsyncs and stops the writer (releasing the
+    /// directory lock); every later call fails with `Closed`.
     pub fn close(&self) -> Result<(), WalError> {
-        let result = self.wait(|done| Op::Close { done });
-        self.inner.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if std::thread::current().id() == self.inner.writer {
+            return Err(WalError::OnWriterThread("close"));
+        }
+        // Taking the sender under the write lock: nothing can queue behind Close.
+        let Some(tx) = self.inner.tx.write().unwrap_or_else(|p| p.into_inner()).take() else {
+            return Err(WalError::Closed);
+        };
+        let (done_tx, done_rx) = mpsc::channel();
+        let done: Done = Box::new(move |r| {
+            let _ = done_tx.send(r);
+        });
+        let result = match tx.send(Op::Close { done }) {
+            Ok(()) => {
+                drop(tx);
+                done_rx.recv().unwrap_or(Err(WalError::Closed))
+            }
+            Err(_) => Err(WalError::Closed),
+        };
         if let Some(thread) = self.inner.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = thread.join();
         }
-        match result {
-            Err(WalError::Closed) => Ok(()),
-            other => other,
-        }
+        self.inner.shared.closed.store(true, Ordering::Release);
+        result
     }
 
     pub fn stats(&self) -> WalStats {
@@ -304,4 +389,9 @@ impl Wal {
             reclaimed_segments: get(&c.reclaimed_segments),
         }
     }
+}
+
+fn missing(shared: &Shared, loc: Loc) -> WalError {
+    let path = segment_path(&shared.dir, loc.segment);
+    WalError::Io { path, source: std::io::Error::new(std::io::ErrorKind::NotFound, "live segment is missing") }
 }

@@ -1,107 +1,189 @@
 //! Replaying the journal at open: every segment in order, every frame
 //! verified. In the newest segment a torn or invalid frame with nothing
-//! valid after it is a torn tail: cut off and reported. Anything else that
-//! fails to verify is corruption, reported with its segment and offset.
+//! valid after it is a torn tail (an interrupted write): the file is cut
+//! there and the cut reported. Anything else that fails to verify is
+//! corruption, reported with its segment and offset; nothing is skipped.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use bytes::Bytes;
 
 use crate::TornTail;
 use crate::error::WalError;
-use crate::frame::{self, Bad, FrameKind, HEADER};
+use crate::frame::{self, Bad, Frame, FrameKind};
 use crate::index::{Index, Loc};
-
-pub fn segment_path(dir: &Path, seq: u64) -> PathBuf {
-    dir.join(format!("segment-{seq:020}.wal"))
-}
-
-/// The segment numbers in `dir`, ascending; other files are left alone.
-pub fn list_segments(dir: &Path) -> Result<Vec<u64>, WalError> {
-    let mut seqs = Vec::new();
-    for entry in fs::read_dir(dir).map_err(WalError::io(dir))? {
-        let entry = entry.map_err(WalError::io(dir))?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if let Some(seq) =
-            name.strip_prefix("segment-").and_then(|n| n.strip_suffix(".wal")).and_then(|n| n.parse().ok())
-        {
-            seqs.push(seq);
-        }
-    }
-    seqs.sort_unstable();
-    Ok(seqs)
-}
-
-/// Whether a verifying frame starts anywhere after `from`.
-fn valid_frame_after(data: &[u8], from: usize) -> bool {
-    let magic = frame::MAGIC.to_le_bytes();
-    (from + 1..data.len().saturating_sub(HEADER - 1))
-        .any(|at| data[at..at + 2] == magic && frame::decode(&data[at..]).is_ok())
-}
+use crate::segment;
 
 pub struct Replayed {
     pub index: Index,
-    /// (segment, length in bytes) of every segment kept, ascending.
-    pub segments: Vec<(u64, u64)>,
+    /// The newest segment and its length after any cut; None when the
+    /// directory holds no segment yet.
+    pub newest: Option<(u64, u64)>,
     pub torn_tail: Option<TornTail>,
 }
 
+/// Whether a frame that verifies starts anywhere after `from`.
+fn valid_frame_after(data: &[u8], from: usize) -> bool {
+    let magic = frame::MAGIC.to_le_bytes();
+    (from + 1..data.len().saturating_sub(frame::HEADER - 1))
+        .any(|at| data[at..at + 2] == magic && frame::decode(&data[at..]).is_ok())
+}
+
 pub fn replay(dir: &Path) -> Result<Replayed, WalError> {
-    let seqs = list_segments(dir)?;
+    let seqs = segment::list(dir)?;
     let mut index = Index::default();
-    let mut segments = Vec::with_capacity(seqs.len());
     let mut torn_tail = None;
+    let mut newest = None;
     for (i, &seq) in seqs.iter().enumerate() {
-        let path = segment_path(dir, seq);
-        let data = fs::read(&path).map_err(WalError::io(&path))?;
-        let newest = i + 1 == seqs.len();
-        index.add_segment(seq);
-        let mut pos = 0usize;
-        while pos < data.len() {
-            let head = match frame::decode(&data[pos..]) {
-                Ok(head) => head,
-                Err(bad) => {
-                    let corrupt =
-                        |reason: String| WalError::Corrupt { segment: path.clone(), offset: pos as u64, reason };
-                    if let Bad::Version(v) = bad {
-                        return Err(corrupt(format!("frame of unknown format version {v}")));
-                    }
-                    if !newest {
-                        return Err(corrupt(format!("{bad:?} frame in a segment that later segments follow")));
-                    }
-                    if valid_frame_after(&data, pos) {
-                        return Err(corrupt(format!("{bad:?} frame followed by valid frames")));
-                    }
-                    let dropped = (data.len() - pos) as u64;
-                    tracing::warn!(segment = %path.display(), offset = pos, dropped, "dropping a torn WAL tail");
-                    let file = fs::OpenOptions::new().write(true).open(&path).map_err(WalError::io(&path))?;
-                    file.set_len(pos as u64).map_err(WalError::io(&path))?;
-                    file.sync_all().map_err(WalError::io(&path))?;
-                    torn_tail = Some(TornTail {
-                        segment: path.clone(),
-                        offset: pos as u64,
-                        dropped_bytes: dropped,
-                        complete_invalid_frame: bad == Bad::Checksum,
-                    });
-                    break;
-                }
-            };
-            let payload = &data[pos + HEADER..pos + HEADER + head.len as usize];
-            match head.kind {
-                FrameKind::Entry => {
-                    index.append(head.group, head.index, Loc { segment: seq, offset: pos as u64, len: head.len })
-                }
-                FrameKind::State => {
-                    index.set_state(head.group, (head.index & 0xff) as u8, Bytes::copy_from_slice(payload))
-                }
-                FrameKind::Truncate => index.truncate(head.group, head.index),
-                FrameKind::Purge => index.purge(head.group, head.index, Bytes::copy_from_slice(payload)),
-            }
-            pos += HEADER + head.len as usize;
-        }
-        segments.push((seq, pos as u64));
+        let is_newest = i + 1 == seqs.len();
+        let (len, torn) = replay_segment(dir, seq, is_newest, &mut index)?;
+        torn_tail = torn;
+        newest = Some((seq, len));
     }
-    Ok(Replayed { index, segments, torn_tail })
+    Ok(Replayed { index, newest, torn_tail })
+}
+
+/// Replays one segment into `index`; returns its (possibly cut) length.
+fn replay_segment(
+    dir: &Path,
+    seq: u64,
+    is_newest: bool,
+    index: &mut Index,
+) -> Result<(u64, Option<TornTail>), WalError> {
+    let path = segment::segment_path(dir, seq);
+    let data = fs::read(&path).map_err(WalError::io(&path))?;
+    index.add_segment(seq);
+    let mut pos = 0usize;
+    while pos < data.len() {
+        let corrupt = |reason: String| WalError::Corrupt { segment: path.clone(), offset: pos as u64, reason };
+        let f = match frame::decode(&data[pos..]) {
+            Ok(f) => f,
+            Err(bad) if !bad.may_be_torn() => return Err(corrupt(bad.to_string())),
+            Err(bad) if !is_newest => {
+                return Err(corrupt(format!("{bad}, in a segment that newer segments follow")));
+            }
+            Err(bad) if valid_frame_after(&data, pos) => {
+                return Err(corrupt(format!("{bad}, and valid frames follow it")));
+            }
+            Err(bad) => {
+                let torn = cut_tail(&path, pos, data.len(), bad)?;
+                index.grow(seq, pos as u64);
+                return Ok((pos as u64, Some(torn)));
+            }
+        };
+        apply(index, seq, pos as u64, &f).map_err(corrupt)?;
+        pos += f.size();
+    }
+    index.grow(seq, pos as u64);
+    Ok((pos as u64, None))
+}
+
+/// Applies one verified frame; Err(reason) when its content makes no sense.
+fn apply(index: &mut Index, seq: u64, offset: u64, f: &Frame<'_>) -> Result<(), String> {
+    match f.kind {
+        FrameKind::Entry => {
+            let len = u32::try_from(f.payload.len()).map_err(|_| "entry larger than 4 GiB".to_string())?;
+            index.append(f.group, f.index, Loc { segment: seq, offset, len });
+        }
+        FrameKind::State => {
+            let slot = u8::try_from(f.index).map_err(|_| format!("state frame for slot {} (max 255)", f.index))?;
+            index.set_state(f.group, slot, Bytes::copy_from_slice(f.payload));
+        }
+        FrameKind::Truncate => index.truncate(f.group, f.index),
+        FrameKind::Purge => index.purge(f.group, f.index, Bytes::copy_from_slice(f.payload)),
+        FrameKind::Checkpoint => {
+            if f.index != seq {
+                return Err(format!("checkpoint of segment {} found in segment {seq} (renamed file?)", f.index));
+            }
+            index.mark_checkpoint(seq);
+        }
+    }
+    Ok(())
+}
+
+/// Cuts the newest segment at `pos`, the start of a torn frame.
+fn cut_tail(path: &Path, pos: usize, len: usize, bad: Bad) -> Result<TornTail, WalError> {
+    let dropped = (len - pos) as u64;
+    tracing::warn!(
+        segment = %path.display(),
+        offset = pos,
+        dropped_bytes = dropped,
+        reason = %bad,
+        "WAL: dropping a torn tail of the newest segment"
+    );
+    let file = fs::OpenOptions::new().write(true).open(path).map_err(WalError::io(path))?;
+    file.set_len(pos as u64).map_err(WalError::io(path))?;
+    file.sync_all().map_err(WalError::io(path))?;
+    Ok(TornTail {
+        segment: path.to_path_buf(),
+        offset: pos as u64,
+        dropped_bytes: dropped,
+        complete_invalid_frame: bad == Bad::Checksum,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_segment(dir: &Path, seq: u64, frames: &[(FrameKind, u32, u64, &[u8])]) -> Vec<u8> {
+        let mut buf = Vec::new();
+        for (k, g, i, p) in frames {
+            frame::encode(&mut buf, *k, *g, *i, p);
+        }
+        fs::write(segment::segment_path(dir, seq), &buf).expect("write");
+        buf
+    }
+
+    #[test]
+    fn replays_every_kind() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write_segment(
+            dir.path(),
+            3,
+            &[
+                (FrameKind::State, 9, 4, b"vote"),
+                (FrameKind::Purge, 9, 2, b"marker"),
+                (FrameKind::Checkpoint, 0, 3, b""),
+                (FrameKind::Entry, 9, 3, b"three"),
+                (FrameKind::Entry, 9, 4, b"four"),
+                (FrameKind::Entry, 9, 5, b"five"),
+                (FrameKind::Truncate, 9, 5, b""),
+            ],
+        );
+        let r = replay(dir.path()).expect("replays");
+        let g = &r.index.groups[&9];
+        assert_eq!(g.range(), Some((3, 4)));
+        assert_eq!(g.slots[&4], Bytes::from_static(b"vote"));
+        assert_eq!(g.purged, Some((2, Bytes::from_static(b"marker"))));
+        assert!(r.index.segments[&3].checkpointed);
+        assert!(r.torn_tail.is_none());
+    }
+
+    #[test]
+    fn nonsense_in_a_verified_frame_is_corruption() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write_segment(dir.path(), 1, &[(FrameKind::Checkpoint, 0, 7, b"")]);
+        let err = replay(dir.path()).err().expect("refused");
+        assert!(err.to_string().contains("checkpoint of segment 7"), "{err}");
+        write_segment(dir.path(), 1, &[(FrameKind::State, 0, 256, b"")]);
+        let err = replay(dir.path()).err().expect("refused");
+        assert!(err.to_string().contains("slot 256"), "{err}");
+    }
+
+    #[test]
+    fn a_header_cut_short_at_every_byte_is_a_torn_tail() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let full = write_segment(dir.path(), 1, &[(FrameKind::Entry, 1, 1, b"one"), (FrameKind::Entry, 1, 2, b"two")]);
+        let first = frame::HEADER + 3;
+        for cut in first + 1..full.len() {
+            fs::write(segment::segment_path(dir.path(), 1), &full[..cut]).expect("write");
+            let r = replay(dir.path()).expect("replays");
+            let torn = r.torn_tail.expect("torn");
+            assert_eq!((torn.offset, torn.dropped_bytes), (first as u64, (cut - first) as u64));
+            assert_eq!(r.index.groups[&1].range(), Some((1, 1)));
+            assert_eq!(r.newest, Some((1, first as u64)));
+        }
+    }
 }

@@ -1,13 +1,19 @@
-//! The journal's one writer thread. It takes every request that is
-//! waiting (group commit), encodes them into one buffer, writes it with one
-//! `write_all`, fsyncs once when any request needs it, and only then runs
-//! the callbacks. Segments rotate at `segment_size`; a new segment opens
-//! with a checkpoint of every group's slots and purge record, so older
-//! segments matter only for the entries they hold, and those are deleted
-//! oldest first once no group has a live entry in them.
+//! The journal's one writer thread. It takes the first waiting request and
+//! then every other one already queued (group commit, across groups),
+//! encodes them into one buffer, writes it with one `write_all`, fsyncs
+//! once when any request needs it, updates the in-memory index, deletes
+//! segments nothing needs any more, and only then runs the callbacks, in
+//! request order.
+//!
+//! Segments rotate at `segment_size`. A new segment opens with a
+//! checkpoint (every group's slots and purge record, then a Checkpoint
+//! frame), so older segments matter only for the entries they hold; they
+//! are deleted oldest first once no group has a live entry in them.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
@@ -15,9 +21,9 @@ use std::sync::mpsc::Receiver;
 use bytes::Bytes;
 
 use crate::error::WalError;
-use crate::frame::{self, FrameKind};
-use crate::index::Loc;
-use crate::recover::segment_path;
+use crate::frame::{self, FrameKind, MAX_PAYLOAD};
+use crate::index::{Index, Loc};
+use crate::segment::{segment_path, sync_dir};
 use crate::{Done, Shared};
 
 pub enum Op {
@@ -29,185 +35,419 @@ pub enum Op {
     Close { done: Done },
 }
 
-/// Requests taken into one batch at most.
+impl Op {
+    pub fn into_done(self) -> Done {
+        match self {
+            Op::Append { done, .. }
+            | Op::State { done, .. }
+            | Op::Truncate { done, .. }
+            | Op::Purge { done, .. }
+            | Op::Sync { done }
+            | Op::Close { done } => done,
+        }
+    }
+
+    /// Roughly the bytes the request adds to a batch.
+    fn weight(&self) -> usize {
+        match self {
+            Op::Append { entries, .. } => entries.iter().map(|(_, p)| p.len() + frame::HEADER).sum(),
+            Op::State { value: b, .. } | Op::Purge { marker: b, .. } => b.len() + frame::HEADER,
+            _ => frame::HEADER,
+        }
+    }
+}
+
+/// An index update waiting for its frame to reach the file.
+enum Change {
+    Entry { group: u32, index: u64, loc: Loc },
+    State { group: u32, slot: u8, value: Bytes },
+    Truncate { group: u32, since: u64 },
+    Purge { group: u32, upto: u64, marker: Bytes },
+    Checkpoint(u64),
+}
+
+impl Change {
+    fn apply(self, index: &mut Index) {
+        match self {
+            Change::Entry { group, index: i, loc } => index.append(group, i, loc),
+            Change::State { group, slot, value } => index.set_state(group, slot, value),
+            Change::Truncate { group, since } => index.truncate(group, since),
+            Change::Purge { group, upto, marker } => index.purge(group, upto, marker),
+            Change::Checkpoint(seq) => index.mark_checkpoint(seq),
+        }
+    }
+}
+
+/// Requests taken into one batch at most, and the bytes after which the
+/// writer stops draining (a batch is still written whole).
 const MAX_BATCH: usize = 4096;
+const MAX_BATCH_BYTES: usize = 16 << 20;
+/// Older segments whose fsync may wait for the next synced batch (with
+/// `Fsync::Never`); past this the oldest is synced at rotation.
+const MAX_UNSYNCED: usize = 4;
 
 pub struct Writer {
-    pub shared: Arc<Shared>,
-    pub rx: Receiver<Op>,
-    pub fsync_always: bool,
-    pub segment_size: u64,
-    pub active: u64,
-    pub file: File,
-    pub len: u64,
-    /// Set once a write failed: the file's tail is unknown, so nothing more is accepted.
-    pub broken: Option<String>,
+    shared: Arc<Shared>,
+    rx: Receiver<Op>,
+    fsync_always: bool,
+    segment_size: u64,
+    active: u64,
+    file: File,
+    /// Bytes of the active segment already in the file.
+    len: u64,
+    /// Bytes at the start of the active segment taken by its checkpoint.
+    /// A segment rotates only once it is also twice that long, so a
+    /// checkpoint larger than `segment_size` (thousands of groups, tiny
+    /// segments) costs at most half of each segment, not one per frame.
+    checkpoint_len: u64,
+    buf: Vec<u8>,
+    pending: Vec<Change>,
+    pending_frames: u64,
+    /// Older segments written since the last fsync.
+    unsynced: Vec<(u64, File)>,
+    /// The active segment holds bytes not yet fsynced.
+    dirty: bool,
+    /// A segment was created or deleted since the directory's last fsync.
+    dir_dirty: bool,
+    /// Set once a write or fsync failed: the file's tail is unknown, so
+    /// nothing more is written (reopening recovers).
+    broken: Option<(PathBuf, String)>,
+    /// Held for the writer's life: the directory's lock.
+    _lock: File,
 }
 
 impl Writer {
+    pub fn new(
+        shared: Arc<Shared>,
+        rx: Receiver<Op>,
+        options: &crate::WalOptions,
+        (active, file, len): (u64, File, u64),
+        lock: File,
+    ) -> Writer {
+        Writer {
+            shared,
+            rx,
+            fsync_always: options.fsync == crate::Fsync::Always,
+            segment_size: options.segment_size,
+            active,
+            file,
+            len,
+            checkpoint_len: 0,
+            buf: Vec::new(),
+            pending: Vec::new(),
+            pending_frames: 0,
+            unsynced: Vec::new(),
+            dirty: false,
+            dir_dirty: true,
+            broken: None,
+            _lock: lock,
+        }
+    }
+
+    /// Runs until every sender is gone (close, or the last `Wal` dropped),
+    /// draining the queue first.
     pub fn run(mut self) {
         while let Ok(first) = self.rx.recv() {
+            let mut weight = first.weight();
             let mut batch = vec![first];
-            while batch.len() < MAX_BATCH {
+            while batch.len() < MAX_BATCH && weight < MAX_BATCH_BYTES {
                 match self.rx.try_recv() {
-                    Ok(op) => batch.push(op),
+                    Ok(op) => {
+                        weight += op.weight();
+                        batch.push(op);
+                    }
                     Err(_) => break,
                 }
             }
-            if self.write_batch(batch) {
-                return;
-            }
+            self.write_batch(batch);
         }
-        // Every handle is gone: leave what was written on stable storage.
-        let _ = self.file.sync_data();
+        if self.broken.is_none()
+            && let Err(e) = self.fsync()
+        {
+            tracing::error!(error = %e, "WAL: the final fsync failed");
+        }
     }
 
-    fn failed(&self) -> WalError {
-        let path = segment_path(&self.shared.dir, self.active);
-        WalError::Io { path, source: std::io::Error::other(self.broken.clone().unwrap_or_default()) }
+    fn path(&self) -> PathBuf {
+        segment_path(&self.shared.dir, self.active)
     }
 
-    /// Writes one batch; true once a `Close` was in it.
-    fn write_batch(&mut self, batch: Vec<Op>) -> bool {
-        let mut buf = Vec::new();
+    fn broken_error(&self) -> Option<WalError> {
+        self.broken.as_ref().map(|(path, reason)| WalError::Broken { path: path.clone(), reason: reason.clone() })
+    }
+
+    fn fail(&mut self, e: &WalError) {
+        tracing::error!(error = %e, "WAL: write failed; the journal refuses further writes until reopened");
+        self.broken = Some((self.path(), e.to_string()));
+        self.buf.clear();
+        self.pending.clear();
+        self.pending_frames = 0;
+    }
+
+    fn write_batch(&mut self, batch: Vec<Op>) {
+        let mut dones: Vec<(Done, Result<(), WalError>)> = Vec::with_capacity(batch.len());
         let mut need_sync = false;
-        let mut closing = false;
-        let mut dones = Vec::with_capacity(batch.len());
-        let mut frames = 0u64;
-        let mut result = Ok(());
+        let written_before = self.shared.stats.frames_written.load(Ordering::Relaxed);
         for op in batch {
-            if self.broken.is_none()
-                && let Err(e) = self.maybe_rotate(&mut buf)
-            {
-                self.broken = Some(e.to_string());
-                result = Err(());
+            if let Some(e) = self.broken_error() {
+                dones.push((op.into_done(), Err(e)));
+                continue;
             }
-            let mut index = self.shared.lock_index();
-            match op {
-                Op::Append { group, entries, sync, done } => {
-                    for (i, payload) in &entries {
-                        let offset = self.len + buf.len() as u64;
-                        frame::encode(&mut buf, FrameKind::Entry, group, *i, payload);
-                        index.append(group, *i, Loc { segment: self.active, offset, len: payload.len() as u32 });
-                        frames += 1;
-                    }
-                    need_sync |= sync || (self.fsync_always && !entries.is_empty());
-                    dones.push(done);
-                }
-                Op::State { group, slot, value, done } => {
-                    frame::encode(&mut buf, FrameKind::State, group, u64::from(slot), &value);
-                    index.set_state(group, slot, value);
-                    frames += 1;
-                    need_sync = true;
-                    dones.push(done);
-                }
-                Op::Truncate { group, since, done } => {
-                    frame::encode(&mut buf, FrameKind::Truncate, group, since, &[]);
-                    index.truncate(group, since);
-                    frames += 1;
-                    need_sync |= self.fsync_always;
-                    dones.push(done);
-                }
-                Op::Purge { group, upto, marker, done } => {
-                    frame::encode(&mut buf, FrameKind::Purge, group, upto, &marker);
-                    index.purge(group, upto, marker);
-                    frames += 1;
-                    need_sync |= self.fsync_always;
-                    dones.push(done);
-                }
-                Op::Sync { done } => {
-                    need_sync = true;
-                    dones.push(done);
-                }
-                Op::Close { done } => {
-                    need_sync = true;
-                    closing = true;
-                    dones.push(done);
-                }
-            }
+            let (done, result) = match self.encode(op, &mut need_sync) {
+                Ok(done) => (done, Ok(())),
+                Err((done, e)) => (done, Err(e)),
+            };
+            dones.push((done, result));
         }
         if self.broken.is_none() {
-            if let Err(e) =
-                self.file.write_all(&buf).and_then(|()| if need_sync { self.file.sync_data() } else { Ok(()) })
-            {
-                self.broken = Some(e.to_string());
-                result = Err(());
+            let flushed = self.flush().and_then(|()| if need_sync { self.fsync() } else { Ok(()) });
+            if let Err(e) = flushed {
+                self.fail(&e);
             } else {
-                self.len += buf.len() as u64;
-                let stats = &self.shared.stats;
-                stats.bytes_on_disk.fetch_add(buf.len() as u64, Ordering::Relaxed);
-                stats.frames_written.fetch_add(frames, Ordering::Relaxed);
-                stats.batches_written.fetch_add(1, Ordering::Relaxed);
-                if need_sync {
-                    stats.fsyncs.fetch_add(1, Ordering::Relaxed);
-                }
+                self.reclaim();
             }
-        } else {
-            result = Err(());
         }
-        for done in dones {
-            done(if result.is_ok() { Ok(()) } else { Err(self.failed()) });
+        if self.shared.stats.frames_written.load(Ordering::Relaxed) != written_before {
+            self.shared.stats.batches_written.fetch_add(1, Ordering::Relaxed);
         }
-        if result.is_ok() {
-            self.reclaim();
+        if self.buf.capacity() > MAX_BATCH_BYTES {
+            self.buf = Vec::new();
         }
-        closing
+        let failed = self.broken_error().map(|e| e.to_string());
+        for (done, mut result) in dones {
+            if let (Some(reason), Ok(())) = (&failed, &result) {
+                let path = self.broken.as_ref().map(|(p, _)| p.clone()).unwrap_or_default();
+                result = Err(WalError::Broken { path, reason: reason.clone() });
+            }
+            if std::panic::catch_unwind(AssertUnwindSafe(move || done(result))).is_err() {
+                tracing::error!("WAL: a completion callback panicked (ignored)");
+            }
+        }
     }
 
-    /// Starts a new segment once the active one is full, flushing what the
-    /// batch encoded so far into the old one first.
-    fn maybe_rotate(&mut self, buf: &mut Vec<u8>) -> Result<(), WalError> {
-        if self.len + (buf.len() as u64) < self.segment_size {
+    /// Encodes one request into the batch. Err carries the request's own
+    /// refusal (nothing of it was encoded) or the error that broke the writer.
+    fn encode(&mut self, op: Op, need_sync: &mut bool) -> Result<Done, (Done, WalError)> {
+        match op {
+            Op::Append { group, entries, sync, done } => {
+                if let Err(e) = check_append(group, &entries) {
+                    return Err((done, e));
+                }
+                for (i, payload) in &entries {
+                    let len = payload.len() as u32;
+                    let r = self.put(FrameKind::Entry, group, *i, payload, |loc| Change::Entry {
+                        group,
+                        index: *i,
+                        loc: Loc { len, ..loc },
+                    });
+                    if let Err(e) = r {
+                        return Err((done, e));
+                    }
+                }
+                *need_sync |= sync || (self.fsync_always && !entries.is_empty());
+                Ok(done)
+            }
+            Op::State { group, slot, value, done } => {
+                if value.len() > MAX_PAYLOAD {
+                    return Err((done, too_large("state value", group, value.len())));
+                }
+                let change = Change::State { group, slot, value: value.clone() };
+                if let Err(e) = self.put(FrameKind::State, group, u64::from(slot), &value, |_| change) {
+                    return Err((done, e));
+                }
+                *need_sync = true;
+                Ok(done)
+            }
+            Op::Truncate { group, since, done } => {
+                if let Err(e) = self.put(FrameKind::Truncate, group, since, &[], |_| Change::Truncate { group, since })
+                {
+                    return Err((done, e));
+                }
+                *need_sync |= self.fsync_always;
+                Ok(done)
+            }
+            Op::Purge { group, upto, marker, done } => {
+                if marker.len() > MAX_PAYLOAD {
+                    return Err((done, too_large("purge marker", group, marker.len())));
+                }
+                let change = Change::Purge { group, upto, marker: marker.clone() };
+                if let Err(e) = self.put(FrameKind::Purge, group, upto, &marker, |_| change) {
+                    return Err((done, e));
+                }
+                *need_sync |= self.fsync_always;
+                Ok(done)
+            }
+            Op::Sync { done } | Op::Close { done } => {
+                *need_sync = true;
+                Ok(done)
+            }
+        }
+    }
+
+    /// Adds one frame to the batch, rotating first when the active segment is full.
+    fn put(
+        &mut self,
+        kind: FrameKind,
+        group: u32,
+        index: u64,
+        payload: &[u8],
+        change: impl FnOnce(Loc) -> Change,
+    ) -> Result<(), WalError> {
+        let filled = self.len + self.buf.len() as u64;
+        let full = filled >= self.segment_size.max(self.checkpoint_len.saturating_mul(2));
+        if full
+            && filled > self.checkpoint_len
+            && let Err(e) = self.rotate()
+        {
+            self.fail(&e);
+            return Err(self.broken_error().unwrap_or(e));
+        }
+        let offset = self.len + self.buf.len() as u64;
+        frame::encode(&mut self.buf, kind, group, index, payload);
+        self.pending.push(change(Loc { segment: self.active, offset, len: 0 }));
+        self.pending_frames += 1;
+        Ok(())
+    }
+
+    /// Writes the buffered frames to the active segment and applies their
+    /// index changes (so they are readable from here on).
+    fn flush(&mut self) -> Result<(), WalError> {
+        if self.buf.is_empty() && self.pending.is_empty() {
             return Ok(());
         }
-        let old = segment_path(&self.shared.dir, self.active);
-        self.file.write_all(buf).map_err(WalError::io(&old))?;
-        // With fsync=never a full segment is left to the page cache: syncing
-        // 64 MiB here would stall every group's writes behind it.
-        if self.fsync_always {
-            self.file.sync_data().map_err(WalError::io(&old))?;
+        self.file.write_all(&self.buf).map_err(WalError::io(self.path()))?;
+        let n = self.buf.len() as u64;
+        self.len += n;
+        self.dirty |= n > 0;
+        self.buf.clear();
+        let mut index = self.shared.lock_index();
+        index.grow(self.active, n);
+        for change in self.pending.drain(..) {
+            change.apply(&mut index);
         }
-        self.shared.stats.bytes_on_disk.fetch_add(buf.len() as u64, Ordering::Relaxed);
-        buf.clear();
-        let next = self.active + 1;
+        let stats = &self.shared.stats;
+        stats.frames_written.fetch_add(std::mem::take(&mut self.pending_frames), Ordering::Relaxed);
+        stats.bytes_on_disk.store(index.bytes_on_disk(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Makes everything written so far durable: older segments, the
+    /// directory (new and deleted segments), then the active segment.
+    fn fsync(&mut self) -> Result<(), WalError> {
+        if !self.dirty && !self.dir_dirty && self.unsynced.is_empty() {
+            return Ok(());
+        }
+        for (seq, file) in self.unsynced.drain(..) {
+            file.sync_data().map_err(WalError::io(segment_path(&self.shared.dir, seq)))?;
+        }
+        if self.dir_dirty {
+            sync_dir(&self.shared.dir)?;
+            self.dir_dirty = false;
+        }
+        if self.dirty {
+            self.file.sync_data().map_err(WalError::io(self.path()))?;
+            self.dirty = false;
+        }
+        self.shared.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Starts the next segment with a checkpoint, after flushing what the
+    /// batch encoded so far into the old one.
+    fn rotate(&mut self) -> Result<(), WalError> {
+        self.flush()?;
+        let old_path = self.path();
+        let next = self.active.checked_add(1).ok_or_else(|| WalError::Corrupt {
+            segment: old_path.clone(),
+            offset: 0,
+            reason: "no segment number after this one".into(),
+        })?;
+        if self.fsync_always && self.dirty {
+            // The new segment must never be durable while the old one's
+            // tail is not: that would read as corruption after a crash.
+            self.file.sync_data().map_err(WalError::io(&old_path))?;
+            self.shared.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+            self.dirty = false;
+        }
         let path = segment_path(&self.shared.dir, next);
-        let file = OpenOptions::new().create(true).append(true).open(&path).map_err(WalError::io(&path))?;
-        File::open(&self.shared.dir).and_then(|d| d.sync_all()).map_err(WalError::io(&self.shared.dir))?;
-        self.file = file;
+        let file = OpenOptions::new().create_new(true).append(true).open(&path).map_err(WalError::io(&path))?;
+        let old = std::mem::replace(&mut self.file, file);
+        if self.dirty {
+            self.unsynced.push((self.active, old));
+        }
+        if self.unsynced.len() > MAX_UNSYNCED {
+            let (seq, file) = self.unsynced.remove(0);
+            file.sync_data().map_err(WalError::io(segment_path(&self.shared.dir, seq)))?;
+        }
         self.active = next;
         self.len = 0;
+        self.dirty = false;
+        self.dir_dirty = true;
         let stats = &self.shared.stats;
-        stats.segments.fetch_add(1, Ordering::Relaxed);
         stats.rotations.fetch_add(1, Ordering::Relaxed);
         let mut index = self.shared.lock_index();
         index.add_segment(next);
+        stats.segments.store(index.segments.len() as u64, Ordering::Relaxed);
         for (group, g) in &index.groups {
             for (slot, value) in &g.slots {
-                frame::encode(buf, FrameKind::State, *group, u64::from(*slot), value);
+                frame::encode(&mut self.buf, FrameKind::State, *group, u64::from(*slot), value);
+                self.pending_frames += 1;
             }
             if let Some((upto, marker)) = &g.purged {
-                frame::encode(buf, FrameKind::Purge, *group, *upto, marker);
+                frame::encode(&mut self.buf, FrameKind::Purge, *group, *upto, marker);
+                self.pending_frames += 1;
             }
         }
+        drop(index);
+        frame::encode(&mut self.buf, FrameKind::Checkpoint, 0, next, &[]);
+        self.pending_frames += 1;
+        self.pending.push(Change::Checkpoint(next));
+        self.checkpoint_len = self.buf.len() as u64;
         Ok(())
     }
 
     /// Deletes the oldest segments no group needs any more.
     fn reclaim(&mut self) {
-        let dead = self.shared.lock_index().dead_prefix(self.active);
+        let dead = self.shared.lock_index().dead_prefix();
         for seq in dead {
             let path = segment_path(&self.shared.dir, seq);
-            let size = fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
             if let Err(e) = fs::remove_file(&path) {
-                tracing::warn!(segment = %path.display(), error = %e, "cannot delete a reclaimed WAL segment");
+                tracing::warn!(segment = %path.display(), error = %e, "WAL: cannot delete a reclaimed segment");
                 return;
             }
-            self.shared.lock_index().live.remove(&seq);
+            self.unsynced.retain(|(s, _)| *s != seq);
+            {
+                let mut index = self.shared.lock_index();
+                index.remove_segment(seq);
+                let stats = &self.shared.stats;
+                stats.bytes_on_disk.store(index.bytes_on_disk(), Ordering::Relaxed);
+                stats.segments.store(index.segments.len() as u64, Ordering::Relaxed);
+                stats.reclaimed_segments.fetch_add(1, Ordering::Relaxed);
+            }
+            // After the index forgets the segment, so a reader cannot cache it again.
             self.shared.lock_readers().remove(&seq);
-            let stats = &self.shared.stats;
-            stats.bytes_on_disk.fetch_sub(size.min(stats.bytes_on_disk.load(Ordering::Relaxed)), Ordering::Relaxed);
-            stats.segments.fetch_sub(1, Ordering::Relaxed);
-            stats.reclaimed_segments.fetch_add(1, Ordering::Relaxed);
+            self.dir_dirty = true;
         }
     }
+}
+
+fn too_large(what: &str, group: u32, len: usize) -> WalError {
+    WalError::Invalid(format!("{what} of group {group} is {len} bytes; a frame holds at most {MAX_PAYLOAD}"))
+}
+
+/// An append's own entries must fit in frames and be contiguous.
+fn check_append(group: u32, entries: &[(u64, Bytes)]) -> Result<(), WalError> {
+    for (k, (i, payload)) in entries.iter().enumerate() {
+        if payload.len() > MAX_PAYLOAD {
+            return Err(too_large(&format!("entry {i}"), group, payload.len()));
+        }
+        if let Some((next, _)) = entries.get(k + 1)
+            && i.checked_add(1) != Some(*next)
+        {
+            return Err(WalError::Invalid(format!(
+                "append to group {group}: entry {next} follows entry {i}; indices must be contiguous"
+            )));
+        }
+    }
+    Ok(())
 }

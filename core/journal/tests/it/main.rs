@@ -1,0 +1,10 @@
+//! The journal against real files, one test binary: torn tails and
+//! corruption, purge and reclaim, reopen idempotence, truncation, group
+//! commit under concurrency, and a model-checked property test.
+
+mod common;
+mod concurrency;
+mod model;
+mod purge;
+mod recovery;
+mod semantics;
