@@ -14,11 +14,13 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$dir"; }
 trap cleanup EXIT
 
-read -r -a ports <<<"$(python3 -c '
-import socket
-socks = [socket.socket() for _ in range(6)]
-for s in socks: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))')"
+# Six free loopback ports (three client planes, three cluster planes).
+read -r -a ports <<<"$(node -e '
+const net = require("node:net")
+const servers = Array.from({ length: 6 }, () => net.createServer())
+Promise.all(servers.map((s) => new Promise((ok) => s.listen(0, "127.0.0.1", () => ok(s.address().port)))))
+  .then((ports) => { console.log(ports.join(" ")); servers.forEach((s) => s.close()) })')"
+ready() { node -e 'fetch(process.argv[1]).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))' "$1/__ursula/ready"; }
 
 for i in 1 2 3; do
   client=${ports[$((i - 1))]}; raft=${ports[$((i + 2))]}
@@ -36,11 +38,11 @@ done
 
 for i in 1 2 3; do
   url="http://127.0.0.1:${ports[$((i - 1))]}"
-  for _ in $(seq 1 300); do
-    curl -sf "$url/__ursula/ready" >/dev/null 2>&1 && break
-    sleep 0.1
+  for _ in $(seq 1 150); do
+    ready "$url" && break
+    sleep 0.2
   done
-  curl -sf "$url/__ursula/ready" >/dev/null || { echo "node $i never became ready" >&2; cat "$dir/n$i.log" >&2; exit 1; }
+  ready "$url" || { echo "node $i never became ready" >&2; cat "$dir/n$i.log" >&2; exit 1; }
 done
 
 node conformance/redirect-proxy.mjs "http://127.0.0.1:${ports[0]}" 0 >"$dir/proxy.log" 2>&1 &

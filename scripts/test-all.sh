@@ -5,8 +5,9 @@
 # over a disk WAL), then the official Durable Streams conformance suite
 # against the real server, once per JSON read mode on the in-memory engine
 # (array: every non-fork test; ndjson: the spec's form, with the array-only
-# tests excluded by name in conformance/exclusions-ndjson.txt) and once on
-# the Raft engine with its WAL on disk.
+# tests excluded by name in conformance/exclusions-ndjson.txt), once on the
+# Raft engine with its WAL on disk, and once through one node of a
+# three-voter cluster (scripts/conformance-cluster.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,5 +54,8 @@ for run in array:memory ndjson:memory ndjson:raft; do
   rm -f "$log"
   [ "$rc" = 0 ] || { echo "conformance ($run) failed" >&2; exit "$rc"; }
 done
+
+step "conformance suite through a three-voter cluster"
+scripts/conformance-cluster.sh "$bin" --mode ndjson
 
 step "all tests passed"
