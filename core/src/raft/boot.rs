@@ -167,7 +167,8 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig) -> anyhow::Result<Raf
     // On a fresh cluster one voter, the lowest id, bootstraps each group's
     // membership; a replica that holds its group never initializes it again.
     let initializer = members.keys().next().copied() == Some(raft.node_id);
-    let peers = Peers::new(cluster_id.clone(), raft.node_id);
+    let peers =
+        Peers::new(cluster_id.clone(), raft.node_id, raft.peers.iter().map(|p| (p.node_id, p.url.clone())).collect());
     let mut groups = Vec::with_capacity(config.group_count as usize);
     for g in 0..config.group_count {
         let log = GroupLog::recover(g, wal.clone(), recovered.groups.get(&g), cache_budget)

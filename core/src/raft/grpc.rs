@@ -37,12 +37,16 @@ fn unreachable<E: std::error::Error>(why: impl std::fmt::Display) -> RPCError<No
 pub struct Peers {
     cluster_id: String,
     node_id: NodeId,
+    /// `[[raft.peers]].url` by node id: the only source of peer addresses
+    /// (spec/07), so a moved peer is followed by changing the config, not
+    /// the membership replicated in the log.
+    urls: HashMap<NodeId, String>,
     channels: Mutex<HashMap<String, RaftServiceClient<Channel>>>,
 }
 
 impl Peers {
-    pub fn new(cluster_id: String, node_id: NodeId) -> Arc<Peers> {
-        Arc::new(Peers { cluster_id, node_id, channels: Mutex::new(HashMap::new()) })
+    pub fn new(cluster_id: String, node_id: NodeId, urls: HashMap<NodeId, String>) -> Arc<Peers> {
+        Arc::new(Peers { cluster_id, node_id, urls, channels: Mutex::new(HashMap::new()) })
     }
 
     fn client(&self, url: &str) -> Result<RaftServiceClient<Channel>, String> {
@@ -79,8 +83,9 @@ pub struct GrpcPeer {
 impl RaftNetworkFactory<TypeConfig> for GrpcNetwork {
     type Network = GrpcPeer;
 
-    async fn new_client(&mut self, _target: NodeId, node: &BasicNode) -> GrpcPeer {
-        GrpcPeer { peers: self.peers.clone(), group: self.group, url: node.addr.clone() }
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> GrpcPeer {
+        let url = self.peers.urls.get(&target).cloned().unwrap_or_else(|| node.addr.clone());
+        GrpcPeer { peers: self.peers.clone(), group: self.group, url }
     }
 }
 

@@ -78,3 +78,6 @@ mod durability;
 
 // Issue 6 (first step): a three-voter cluster over the gRPC cluster plane.
 mod cluster;
+
+// Issue 6: partitions (per-link TCP proxies), kill -9 and restarts under writers and linearizable readers.
+mod cluster_faults;

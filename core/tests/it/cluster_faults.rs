@@ -1,0 +1,315 @@
+//! Faults on a three-voter cluster (issue 6, "What must show" 1): producer
+//! writers and `consistency=leader` readers run while nodes are partitioned
+//! (every link of one node cut by per-link TCP proxies), killed with
+//! `kill -9` and restarted. Afterwards every acknowledged append is present
+//! exactly once and in order on every replica, and no read contradicts an
+//! earlier one or misses an append acknowledged before it started.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::support::Node;
+
+const S: &str = "/faults/log";
+const TEXT: &str = "text/plain";
+const VOTERS: usize = 3;
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// A TCP proxy for one directed link; `cut` drops its connections and refuses new ones.
+struct Link {
+    port: u16,
+    cut: Arc<AtomicBool>,
+    generation: Arc<AtomicU64>,
+}
+
+async fn link(target: u16) -> Link {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("proxy bind");
+    let port = listener.local_addr().expect("addr").port();
+    let cut = Arc::new(AtomicBool::new(false));
+    let generation = Arc::new(AtomicU64::new(0));
+    let (c, g) = (cut.clone(), generation.clone());
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            if c.load(Ordering::SeqCst) {
+                continue; // dropped: the peer sees the connection close
+            }
+            let born = g.load(Ordering::SeqCst);
+            let (c, g) = (c.clone(), g.clone());
+            tokio::spawn(async move {
+                let Ok(mut outbound) = TcpStream::connect(("127.0.0.1", target)).await else { return };
+                let copy = tokio::io::copy_bidirectional(&mut inbound, &mut outbound);
+                let severed = async {
+                    while !c.load(Ordering::SeqCst) && g.load(Ordering::SeqCst) == born {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                };
+                tokio::select! { _ = copy => {}, () = severed => {} }
+            });
+        }
+    });
+    Link { port, cut, generation }
+}
+
+struct Cluster {
+    dir: tempfile::TempDir,
+    client: Vec<u16>,
+    raft: Vec<u16>,
+    /// links[i][j]: node i's connection to node j's cluster plane.
+    links: Vec<Vec<Option<Link>>>,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+impl Cluster {
+    async fn new() -> Cluster {
+        let client: Vec<u16> = (0..VOTERS).map(|_| free_port()).collect();
+        let raft: Vec<u16> = (0..VOTERS).map(|_| free_port()).collect();
+        let mut links = Vec::new();
+        for i in 0..VOTERS {
+            let mut row = Vec::new();
+            for (j, port) in raft.iter().enumerate() {
+                row.push(if i == j { None } else { Some(link(*port).await) });
+            }
+            links.push(row);
+        }
+        Cluster { dir: tempfile::tempdir().expect("tempdir"), client, raft, links }
+    }
+
+    fn start(&self, i: usize) -> Node {
+        let mut text = format!(
+            "[server]\nlisten = \"127.0.0.1:{}\"\ncluster_listen = \"127.0.0.1:{}\"\ncluster_id = \"faults\"\n\
+             [raft]\nnode_id = {}\ngroup_count = 4\ninit_membership_per_group = true\n[raft.wal]\npath = {:?}\n",
+            self.client[i],
+            self.raft[i],
+            i + 1,
+            self.dir.path().join(format!("n{}", i + 1)),
+        );
+        for j in 0..VOTERS {
+            // Each node reaches the others through its own proxies.
+            let port = self.links[i][j].as_ref().map_or(self.raft[j], |l| l.port);
+            text.push_str(&format!(
+                "[[raft.peers]]\nnode_id = {}\nurl = \"http://127.0.0.1:{port}\"\nclient_url = \"http://127.0.0.1:{}\"\n",
+                j + 1,
+                self.client[j]
+            ));
+        }
+        let path = self.dir.path().join(format!("n{}.toml", i + 1));
+        std::fs::write(&path, text).expect("config");
+        Node::spawn(&["server".into(), "--config".into(), path.display().to_string()], None)
+    }
+
+    /// Cuts (or heals) every link to and from node `k`.
+    fn isolate(&self, k: usize, cut: bool) {
+        for i in 0..VOTERS {
+            for j in 0..VOTERS {
+                if (i == k || j == k)
+                    && let Some(l) = &self.links[i][j]
+                {
+                    l.cut.store(cut, Ordering::SeqCst);
+                    l.generation.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }
+    }
+}
+
+fn record(seq: u64) -> String {
+    format!("r{seq:05}\n")
+}
+
+/// Waits until five more appends are acknowledged: writes go on after a fault.
+async fn progress(acked: &AtomicU64, urls: &[String]) {
+    let before = acked.load(Ordering::SeqCst);
+    let deadline = Instant::now() + PATIENCE;
+    while acked.load(Ordering::SeqCst) < before + 5 {
+        if Instant::now() > deadline {
+            let mut views = String::new();
+            for url in urls {
+                let m = match client().get(format!("{url}/__ursula/metrics")).send().await {
+                    Ok(r) => r.text().await.unwrap_or_default(),
+                    Err(e) => e.to_string(),
+                };
+                let groups = serde_json::from_str::<serde_json::Value>(&m).map(|v| v["raft_groups"].to_string());
+                views.push_str(&format!("\n{url}: {groups:?}"));
+            }
+            panic!("writes did not resume after {before} acknowledged appends; groups:{views}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(3)).build().expect("client")
+}
+
+/// What the writers and readers saw, with when they saw it.
+#[derive(Default)]
+struct History {
+    /// (acknowledged at, stream length after the append)
+    acks: Vec<(Instant, usize)>,
+    /// (started, finished, length read)
+    reads: Vec<(Instant, Instant, usize)>,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_appends_survive_partitions_and_kills_and_reads_stay_linearizable() {
+    let cluster = Cluster::new().await;
+    let nodes: Arc<Mutex<Vec<Option<Node>>>> =
+        Arc::new(Mutex::new((0..VOTERS).map(|i| Some(cluster.start(i))).collect()));
+    let urls: Vec<String> = cluster.client.iter().map(|p| format!("http://127.0.0.1:{p}")).collect();
+    let http = client();
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let ok = async {
+            for url in &urls {
+                if let Ok(r) = http.put(format!("{url}{S}")).header("content-type", TEXT).send().await
+                    && r.status() == 201
+                {
+                    return true;
+                }
+            }
+            false
+        };
+        if ok.await {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the cluster never created the stream");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let history = Arc::new(Mutex::new(History::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked = Arc::new(AtomicU64::new(0));
+    // One producer writer: each seq is repeated (on any node) until it is acknowledged.
+    let writer = {
+        let (urls, history, stop, acked) = (urls.clone(), history.clone(), stop.clone(), acked.clone());
+        tokio::spawn(async move {
+            let http = client();
+            let mut seq = 0u64;
+            let mut turn = 0usize;
+            while !stop.load(Ordering::SeqCst) {
+                let url = &urls[turn % urls.len()];
+                let sent = http
+                    .post(format!("{url}{S}"))
+                    .header("content-type", TEXT)
+                    .header("producer-id", "faults")
+                    .header("producer-epoch", "0")
+                    .header("producer-seq", seq.to_string())
+                    .body(record(seq))
+                    .send()
+                    .await;
+                match sent {
+                    Ok(r) if r.status() == 200 || r.status() == 204 => {
+                        seq += 1;
+                        acked.store(seq, Ordering::SeqCst);
+                        let len = seq as usize * record(0).len();
+                        history.lock().expect("history").acks.push((Instant::now(), len));
+                    }
+                    Ok(r) => {
+                        assert!(r.status() == 503 || r.status() == 307, "append {seq}: {}", r.status());
+                        turn += 1;
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    Err(_) => {
+                        turn += 1;
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+            }
+            seq
+        })
+    };
+    // Two linearizable readers through every node in turn.
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let (urls, history, stop) = (urls.clone(), history.clone(), stop.clone());
+            tokio::spawn(async move {
+                let http = client();
+                let mut turn = r;
+                while !stop.load(Ordering::SeqCst) {
+                    let url = &urls[turn % urls.len()];
+                    turn += 1;
+                    let started = Instant::now();
+                    let Ok(resp) = http.get(format!("{url}{S}?offset=-1&consistency=leader")).send().await else {
+                        continue;
+                    };
+                    if resp.status() != 200 {
+                        continue;
+                    }
+                    let Ok(body) = resp.bytes().await else { continue };
+                    let expected: String = (0..(body.len() / record(0).len()) as u64).map(record).collect();
+                    assert!(body == expected.as_bytes(), "a read returned bytes that are no prefix of the log");
+                    history.lock().expect("history").reads.push((started, Instant::now(), body.len()));
+                    tokio::time::sleep(Duration::from_millis(30)).await;
+                }
+            })
+        })
+        .collect();
+
+    progress(&acked, &urls).await;
+    eprintln!("phase: writes flow");
+    // 1. Cut every link of node 1 for a while, then heal.
+    cluster.isolate(0, true);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    progress(&acked, &urls).await;
+    eprintln!("phase: node 1 isolated, writes flow");
+    cluster.isolate(0, false);
+    progress(&acked, &urls).await;
+    eprintln!("phase: healed");
+    // 2. kill -9 node 2, write on, restart it.
+    nodes.lock().expect("nodes")[1].take().expect("node 2").kill9();
+    progress(&acked, &urls).await;
+    let restarted = cluster.start(1);
+    nodes.lock().expect("nodes")[1] = Some(restarted);
+    progress(&acked, &urls).await;
+    eprintln!("phase: node 2 killed and restarted");
+    // 3. kill -9 node 3, restart it at once.
+    nodes.lock().expect("nodes")[2].take().expect("node 3").kill9();
+    let restarted = cluster.start(2);
+    nodes.lock().expect("nodes")[2] = Some(restarted);
+    progress(&acked, &urls).await;
+
+    stop.store(true, Ordering::SeqCst);
+    let last = writer.await.expect("writer");
+    for r in readers {
+        r.await.expect("reader");
+    }
+
+    // Every replica converges on exactly the acknowledged appends, in order.
+    let expected: String = (0..last).map(record).collect();
+    for url in &urls {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let body = match http.get(format!("{url}{S}?offset=-1")).send().await {
+                Ok(r) if r.status() == 200 => r.text().await.unwrap_or_default(),
+                _ => String::new(),
+            };
+            // The writer's last in-flight attempt may have applied after it stopped.
+            if body == expected || body == format!("{expected}{}", record(last)) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{url} never converged ({} of {} bytes)", body.len(), expected.len());
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    // Linearizability over offsets: a read covers every append acknowledged
+    // before it started, and never goes back behind a read that ended before it.
+    let h = history.lock().expect("history");
+    assert!(h.reads.len() > 10, "too few reads completed: {}", h.reads.len());
+    for &(started, _, len) in &h.reads {
+        let floor = h.acks.iter().filter(|(at, _)| *at < started).map(|(_, l)| *l).max().unwrap_or(0);
+        assert!(len >= floor, "a read of {len} bytes missed an append acknowledged before it ({floor} bytes)");
+    }
+    for &(_, ended, len) in &h.reads {
+        for &(started, _, later) in &h.reads {
+            assert!(started <= ended || later >= len, "a read went back from {len} to {later} bytes");
+        }
+    }
+    eprintln!("{last} appends acknowledged, {} linearizable reads checked", h.reads.len());
+}
