@@ -7,7 +7,8 @@
 # Needs: cargo build --release -p ursula-loadtest -p ursula-core
 #        (cd conformance && npm ci)
 # Usage: loadtest/bench.sh [OUT] [TARGET...]
-#   TARGET: append32 append8 fanout catchup idle (issue 4), raft8 raft32 (issue 5)
+#   TARGET: append32 append8 fanout catchup idle (issue 4), raft8 raft32 (issue 5),
+#           cluster8 cluster32 (issue 6)
 # URSULA_BIN and LOADTEST_BIN override the binaries (e.g. copies of a build
 # that later builds must not replace mid-run).
 set -euo pipefail
@@ -16,7 +17,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 out="${1:-$root/target/bench}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(append32 append8 fanout catchup idle raft8 raft32)
+[ ${#targets[@]} -gt 0 ] || targets=(append32 append8 fanout catchup idle raft8 raft32 cluster8 cluster32)
 mkdir -p "$out"
 lt="${LOADTEST_BIN:-$root/target/release/ursula-loadtest}"
 ursula="${URSULA_BIN:-$root/target/release/ursula}"
@@ -103,6 +104,29 @@ run_engines() {
   pids=()
 }
 
+# run_cluster NAME SCENARIO...: a single durable node against node 1 of a
+# three-voter cluster (which leads every group after a fresh start, so the
+# writes reach the leaders' client planes), both fsync=never.
+run_cluster() {
+  local name="$1"; shift
+  start_ours single --config "$(raft_config "$name" never)"; local us="$last_url" ps="$last_pid"
+  rm -rf "$out/cluster-$name"
+  "$root/scripts/cluster-up.sh" "$ursula" "$out/cluster-$name"
+  local uc pc
+  uc="$(head -n 1 "$out/cluster-$name/urls")"; pc="$(head -n 1 "$out/cluster-$name/pids")"
+  sleep 1
+  local cmd=("$lt" compare
+    --url "$us" --path-template '/bench/{name}' --label single --server-pid "$ps"
+    --url "$uc" --path-template '/bench/{name}' --label cluster --server-pid "$pc"
+    --json "$out/$name.json" "$@")
+  echo "== $name: ${cmd[*]}" | tee "$out/$name.txt"
+  "${cmd[@]}" 2>&1 | tee -a "$out/$name.txt"
+  # shellcheck disable=SC2046
+  kill "$ps" $(cat "$out/cluster-$name/pids") 2>/dev/null || true
+  wait 2>/dev/null || true
+  pids=()
+}
+
 for t in "${targets[@]}"; do
   case "$t" in
     append32) run append32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
@@ -117,6 +141,9 @@ for t in "${targets[@]}"; do
     raft32) run_engines raft32 raft-never "--config $(raft_config raft32n never)" \
       raft-always "--config $(raft_config raft32a always)" \
       append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
+    # Issue 6: three voters on loopback against a single durable node.
+    cluster8) run_cluster cluster8 append --streams 8 --writers 8 --bytes 256 --duration 5 --rounds 3 ;;
+    cluster32) run_cluster cluster32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
     *) echo "unknown target $t" >&2; exit 1 ;;
   esac
 done
