@@ -189,6 +189,19 @@ impl RaftServer {
     }
 }
 
+impl RaftServer {
+    /// The cluster check, then the decoding: a refusal for either.
+    fn prepare<T>(
+        &self,
+        preamble: Option<&pb::Preamble>,
+        decode: impl FnOnce() -> Result<T, super::codec::CodecError>,
+    ) -> Result<(&Raft<TypeConfig>, T), pb::Refusal> {
+        let raft = self.group(preamble)?;
+        let rpc = decode().map_err(|e| self.refusal(Kind::Malformed, e.to_string()))?;
+        Ok((raft, rpc))
+    }
+}
+
 #[tonic::async_trait]
 impl RaftService for RaftServer {
     async fn append_entries(
@@ -197,37 +210,29 @@ impl RaftService for RaftServer {
     ) -> Result<Response<pb::AppendEntriesReply>, Status> {
         use pb::append_entries_reply::Result as R;
         let req = request.into_inner();
-        let refuse = |r| Ok(Response::new(pb::AppendEntriesReply { result: Some(R::Refusal(r)) }));
-        let raft = match self.group(req.preamble.as_ref()) {
-            Ok(raft) => raft,
-            Err(r) => return refuse(r),
+        let preamble = req.preamble.clone();
+        let reply = match self.prepare(preamble.as_ref(), || conv::append_request_from(req)) {
+            Ok((raft, rpc)) => raft.append_entries(rpc).await.map_err(|e| self.refusal(Kind::Fatal, e.to_string())),
+            Err(r) => Err(r),
         };
-        let rpc = match conv::append_request_from(req) {
-            Ok(rpc) => rpc,
-            Err(e) => return refuse(self.refusal(Kind::Malformed, e.to_string())),
-        };
-        match raft.append_entries(rpc).await {
-            Ok(reply) => Ok(Response::new(conv::append_reply_to(&reply))),
-            Err(e) => refuse(self.refusal(Kind::Fatal, e.to_string())),
-        }
+        Ok(Response::new(match reply {
+            Ok(reply) => conv::append_reply_to(&reply),
+            Err(r) => pb::AppendEntriesReply { result: Some(R::Refusal(r)) },
+        }))
     }
 
     async fn vote(&self, request: Request<pb::VoteRequest>) -> Result<Response<pb::VoteReply>, Status> {
         use pb::vote_reply::Result as R;
         let req = request.into_inner();
-        let refuse = |r| Ok(Response::new(pb::VoteReply { result: Some(R::Refusal(r)) }));
-        let raft = match self.group(req.preamble.as_ref()) {
-            Ok(raft) => raft,
-            Err(r) => return refuse(r),
+        let preamble = req.preamble.clone();
+        let reply = match self.prepare(preamble.as_ref(), || conv::vote_request_from(req)) {
+            Ok((raft, rpc)) => raft.vote(rpc).await.map_err(|e| self.refusal(Kind::Fatal, e.to_string())),
+            Err(r) => Err(r),
         };
-        let rpc = match conv::vote_request_from(req) {
-            Ok(rpc) => rpc,
-            Err(e) => return refuse(self.refusal(Kind::Malformed, e.to_string())),
-        };
-        match raft.vote(rpc).await {
-            Ok(reply) => Ok(Response::new(conv::vote_reply_to(&reply))),
-            Err(e) => refuse(self.refusal(Kind::Fatal, e.to_string())),
-        }
+        Ok(Response::new(match reply {
+            Ok(reply) => conv::vote_reply_to(&reply),
+            Err(r) => pb::VoteReply { result: Some(R::Refusal(r)) },
+        }))
     }
 
     async fn install_snapshot(
@@ -236,18 +241,16 @@ impl RaftService for RaftServer {
     ) -> Result<Response<pb::InstallSnapshotReply>, Status> {
         use pb::install_snapshot_reply::Result as R;
         let req = request.into_inner();
-        let refuse = |r| Ok(Response::new(pb::InstallSnapshotReply { result: Some(R::Refusal(r)) }));
-        let raft = match self.group(req.preamble.as_ref()) {
-            Ok(raft) => raft,
-            Err(r) => return refuse(r),
+        let preamble = req.preamble.clone();
+        let reply = match self.prepare(preamble.as_ref(), || conv::snapshot_request_from(req)) {
+            Ok((raft, rpc)) => {
+                raft.install_snapshot(rpc).await.map_err(|e| self.refusal(Kind::SnapshotFailed, e.to_string()))
+            }
+            Err(r) => Err(r),
         };
-        let rpc = match conv::snapshot_request_from(req) {
-            Ok(rpc) => rpc,
-            Err(e) => return refuse(self.refusal(Kind::Malformed, e.to_string())),
-        };
-        match raft.install_snapshot(rpc).await {
-            Ok(reply) => Ok(Response::new(conv::snapshot_reply_to(&reply))),
-            Err(e) => refuse(self.refusal(Kind::SnapshotFailed, e.to_string())),
-        }
+        Ok(Response::new(match reply {
+            Ok(reply) => conv::snapshot_reply_to(&reply),
+            Err(r) => pb::InstallSnapshotReply { result: Some(R::Refusal(r)) },
+        }))
     }
 }
