@@ -6,7 +6,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // SAFETY: a build script is single-threaded; nothing reads the
     // environment while it is written.
     unsafe { std::env::set_var("PROTOC", protoc) };
-    tonic_prost_build::configure().compile_protos(&["ursula/raft/v1/raft.proto"], &["."])?;
+    // Stream payloads decode as `Bytes`, sharing the request buffer.
+    tonic_prost_build::configure()
+        .bytes(".ursula.stream.v1")
+        .compile_protos(&["ursula/raft/v1/raft.proto", "ursula/stream/v1/stream.proto"], &["."])?;
     println!("cargo:rerun-if-changed=ursula");
     Ok(())
 }

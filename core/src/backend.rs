@@ -53,6 +53,21 @@ impl<E: GroupEngine> NodeBackend<E> {
         self.engine.propose(group, command).await.map_err(internal)
     }
 
+    /// Where writes of `group` go now.
+    pub fn group_route(&self, group: GroupId) -> WriteRoute {
+        match self.engine.leadership(group) {
+            Leadership::Local { .. } => WriteRoute::Local,
+            Leadership::Peer { id, term, client_url } => {
+                WriteRoute::Leader(LeaderHint { client_url, leader_id: id, group: group.0, term })
+            }
+            Leadership::Unknown => WriteRoute::NoLeader { group: group.0 },
+        }
+    }
+
+    pub fn engine(&self) -> &Arc<E> {
+        &self.engine
+    }
+
     fn group(&self, key: &StreamKey) -> GroupId {
         group_of(key, self.engine.group_count())
     }
@@ -64,6 +79,7 @@ fn internal(e: EngineError) -> BackendError {
         EngineError::DiskPressure => {
             BackendError::Unavailable { reason: Unavailable::WalDiskPressure, retry_after_secs: 5 }
         }
+        EngineError::OutcomeUnknown(_) => BackendError::OutcomeUnknown { retry_after_secs: 1 },
         e @ (EngineError::UnknownGroup(_) | EngineError::Fatal(_)) => BackendError::Internal(e.to_string()),
     }
 }
@@ -140,19 +156,16 @@ impl<E: GroupEngine> Backend for NodeBackend<E> {
         self.engine.readiness()
     }
 
+    fn readiness_details(&self) -> serde_json::Map<String, serde_json::Value> {
+        self.engine.readiness_details()
+    }
+
     async fn linearize(&self, key: &StreamKey) -> Result<(), BackendError> {
         self.engine.linearize(self.group(key)).await.map_err(internal)
     }
 
     fn leader_route(&self, key: &StreamKey) -> WriteRoute {
-        let group = self.group(key);
-        match self.engine.leadership(group) {
-            Leadership::Local => WriteRoute::Local,
-            Leadership::Peer { id, term, client_url } => {
-                WriteRoute::Leader(LeaderHint { client_url, leader_id: id, group: group.0, term })
-            }
-            Leadership::Unknown => WriteRoute::NoLeader { group: group.0 },
-        }
+        self.group_route(self.group(key))
     }
 
     async fn head(&self, key: StreamKey) -> Result<StreamInfo, BackendError> {

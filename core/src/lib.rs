@@ -7,6 +7,7 @@
 //!   and the in-memory engine.
 //! - `raft`: the durable multi-Raft engine over the WAL.
 //! - `backend`: `NodeBackend`, the HTTP layer's `Backend` over an engine.
+//! - `stream_plane`: `StreamService`, the private gRPC data plane a gateway calls.
 //! - `config`: the config file and CLI overrides.
 //! - `node`: starting a node on a bound listener.
 
@@ -16,3 +17,4 @@ pub mod engine;
 pub mod node;
 pub mod raft;
 pub mod routing;
+pub mod stream_plane;

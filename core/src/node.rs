@@ -7,13 +7,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use http_body_util::BodyExt;
 use tokio::net::TcpListener;
-use ursula_gateway::HttpOptions;
+use tonic::service::Routes;
+use ursula_gateway::{GrpcPlane, HttpOptions};
 
 use crate::backend::{NodeBackend, sweep_forever};
 use crate::config::{EngineConfig, NodeConfig};
 use crate::engine::{GroupEngine, MemoryEngine};
 use crate::raft;
+use crate::stream_plane::StreamPlane;
 
 const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
 
@@ -26,7 +29,8 @@ pub async fn run(config: &NodeConfig, listener: TcpListener, shutdown: impl Futu
             let engine = Arc::new(MemoryEngine::new(config.group_count));
             // Without `server.cluster_id` a node without a WAL gets a new id per start.
             let cluster_id = config.cluster_id.clone().unwrap_or_else(raft::generate_cluster_id);
-            serve(config, listener, engine, cluster_id, shutdown).await
+            let me = Me { node_id: 1, client_url: None, raft_routes: None };
+            serve(config, listener, engine, cluster_id, me, shutdown).await
         }
         EngineConfig::Raft(raft_config) => {
             // Raft groups run on their own runtime, apart from the HTTP workers.
@@ -38,7 +42,7 @@ pub async fn run(config: &NodeConfig, listener: TcpListener, shutdown: impl Futu
                 .context("starting the Raft runtime")?;
             let (c, r) = (config.clone(), raft_config.clone());
             let started = runtime.spawn(async move { raft::start(&c, &r).await }).await.context("Raft startup");
-            let node = match started {
+            let mut node = match started {
                 Ok(Ok(node)) => node,
                 // A runtime may not be dropped inside another one: stop it first.
                 Ok(Err(e)) | Err(e) => {
@@ -48,7 +52,16 @@ pub async fn run(config: &NodeConfig, listener: TcpListener, shutdown: impl Futu
             };
             let engine = node.engine.clone();
             let cluster_id = node.cluster_id.clone();
-            let served = serve(config, listener, engine, cluster_id, shutdown).await;
+            let me = Me {
+                node_id: raft_config.node_id,
+                client_url: raft_config
+                    .peers
+                    .iter()
+                    .find(|p| p.node_id == raft_config.node_id)
+                    .map(|p| p.client_url.clone()),
+                raft_routes: node.shared_raft_routes.take(),
+            };
+            let served = serve(config, listener, engine, cluster_id, me, shutdown).await;
             let stopped = runtime.spawn(node.shutdown()).await.context("Raft shutdown");
             runtime.shutdown_background();
             served?;
@@ -57,20 +70,52 @@ pub async fn run(config: &NodeConfig, listener: TcpListener, shutdown: impl Futu
     }
 }
 
+/// Who this node is on its client plane.
+struct Me {
+    node_id: u64,
+    /// This node's `[[raft.peers]].client_url`; else its bound address.
+    client_url: Option<String>,
+    /// `RaftService`, when the cluster plane shares `server.listen`.
+    raft_routes: Option<Routes>,
+}
+
 async fn serve<E: GroupEngine>(
     config: &NodeConfig,
     listener: TcpListener,
     engine: Arc<E>,
     cluster_id: String,
+    me: Me,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let sweeper = tokio::spawn(sweep_forever(engine.clone(), SWEEP_INTERVAL));
     let backend = Arc::new(NodeBackend::new(engine));
+    let address = listener.local_addr()?;
+    let client_url = me.client_url.unwrap_or_else(|| format!("http://{address}"));
+    let streams = StreamPlane::new(backend.clone(), cluster_id.clone(), me.node_id, client_url).service();
+    let routes = match me.raft_routes {
+        Some(raft) => raft.add_service(streams),
+        None => Routes::new(streams),
+    };
     let options = HttpOptions { json_reads: config.json_reads, cluster_id, workers: config.core_count };
     // Tests and scripts read the bound address from this line.
-    println!("ursula listening on http://{}", listener.local_addr()?);
+    println!("ursula listening on http://{address}");
     std::io::stdout().flush()?;
-    let served = ursula_gateway::serve(listener, backend, options, shutdown).await;
+    let served = ursula_gateway::serve(listener, backend, options, Some(grpc_plane(routes)), shutdown).await;
     sweeper.abort();
     Ok(served?)
+}
+
+/// The node's gRPC services as the HTTP server's gRPC plane.
+fn grpc_plane(routes: Routes) -> GrpcPlane {
+    use tonic::codegen::Service;
+    Arc::new(move |req| {
+        let mut routes = routes.clone();
+        Box::pin(async move {
+            // `Routes` is always ready; its error type is `Infallible`.
+            match routes.call(req).await {
+                Ok(answer) => answer.map(|body| body.map_err(std::io::Error::other).boxed_unsync()),
+                Err(never) => match never {},
+            }
+        })
+    })
 }

@@ -18,6 +18,10 @@ pub enum BackendError {
     /// The backend cannot serve now; nothing was applied.
     #[error("unavailable: {reason:?}")]
     Unavailable { reason: Unavailable, retry_after_secs: u64 },
+    /// The write was proposed and its leader lost the leadership (or the
+    /// commit took too long) before the apply was seen: it may have applied.
+    #[error("the outcome of the write is unknown")]
+    OutcomeUnknown { retry_after_secs: u64 },
     /// A fault of the backend; a write's outcome is unknown.
     #[error("internal: {0}")]
     Internal(String),
@@ -98,6 +102,11 @@ pub trait Backend: Send + Sync + 'static {
     /// The JSON snapshot of `/__ursula/metrics`: fields at the top level.
     fn metrics(&self) -> impl Future<Output = serde_json::Map<String, serde_json::Value>> + Send;
     fn readiness(&self) -> Readiness;
+    /// Fields `/__ursula/ready` adds whatever the readiness (such as
+    /// `peer_cluster_mismatches`).
+    fn readiness_details(&self) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
+    }
     /// Confirms, on the leader of `key`'s group, that it still leads and has
     /// applied everything committed (Raft ReadIndex), so a read served next
     /// is linearizable. A single node has nothing to confirm.

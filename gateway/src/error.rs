@@ -158,6 +158,12 @@ impl ApiError {
                 };
                 ErrorAnswer::new(S::SERVICE_UNAVAILABLE, code, message).header("retry-after", retry_after_secs)
             }
+            ApiError::Backend(BackendError::OutcomeUnknown { retry_after_secs }) => ErrorAnswer::new(
+                S::SERVICE_UNAVAILABLE,
+                "OUTCOME_UNKNOWN",
+                "the leadership changed after the write was proposed; it may have applied: repeat it with its key",
+            )
+            .header("retry-after", retry_after_secs),
             ApiError::Backend(BackendError::Internal(_)) => {
                 ErrorAnswer::new(S::INTERNAL_SERVER_ERROR, "INTERNAL", "internal server error")
             }

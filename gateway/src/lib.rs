@@ -10,6 +10,7 @@
 //! - `error`: every refusal mapped once to status, code and headers.
 //! - `render`, `cursor`, `limits`, `options`: answers and settings.
 //! - `server`: hyper on a bound listener.
+//! - `wire`: the `StreamService` messages to and from the state machine's values.
 
 pub mod backend;
 pub mod cursor;
@@ -22,7 +23,8 @@ pub mod query;
 pub mod render;
 pub mod route;
 pub mod server;
+pub mod wire;
 
 pub use backend::{Backend, BackendError, LeaderHint, Readiness, Unavailable, WaitOutcome, WriteRoute};
 pub use options::{HttpOptions, JsonReads};
-pub use server::serve;
+pub use server::{GrpcBody, GrpcPlane, serve};

@@ -6,8 +6,13 @@
 //! scheduler (thread-per-core, DESIGN.md).
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::combinators::UnsyncBoxBody;
+use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
@@ -18,16 +23,25 @@ use crate::backend::Backend;
 use crate::handlers::{Shared, handle};
 use crate::options::HttpOptions;
 
+/// The body of a gRPC answer.
+pub type GrpcBody = UnsyncBoxBody<Bytes, std::io::Error>;
+/// gRPC served on the same listener (a node's `StreamService`, and its
+/// `RaftService` when the planes share `server.listen`): requests whose
+/// content type is `application/grpc*` go here instead of the HTTP surface.
+pub type GrpcPlane =
+    Arc<dyn Fn(Request<Incoming>) -> Pin<Box<dyn Future<Output = Response<GrpcBody>> + Send>> + Send + Sync>;
+
 /// Serves until `shutdown` resolves. Takes a bound listener so callers
 /// (and tests) choose the address, port 0 included.
 pub async fn serve<B: Backend>(
     listener: TcpListener,
     backend: Arc<B>,
     options: HttpOptions,
+    grpc: Option<GrpcPlane>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let workers = options.workers.max(1);
-    let shared = Arc::new(Shared { backend, options });
+    let shared = Arc::new(Shared { backend, options, grpc });
     let mut lanes = Vec::with_capacity(workers);
     for i in 0..workers {
         lanes.push(start_worker(i, shared.clone())?);
@@ -86,11 +100,56 @@ fn start_worker<B: Backend>(
 }
 
 async fn serve_connection<B: Backend>(shared: Arc<Shared<B>>, tcp: TcpStream) {
-    let service = service_fn(move |req| {
+    let service = service_fn(move |req: Request<Incoming>| {
         let shared = shared.clone();
-        async move { Ok::<_, std::convert::Infallible>(handle(shared, req).await) }
+        async move {
+            let answer = match &shared.grpc {
+                Some(grpc) if is_grpc(&req) => grpc(req).await.map(PlaneBody::Grpc),
+                _ => handle(shared.clone(), req).await.map(PlaneBody::Http),
+            };
+            Ok::<_, std::convert::Infallible>(answer)
+        }
     });
     if let Err(e) = auto::Builder::new(TokioExecutor::new()).serve_connection(TokioIo::new(tcp), service).await {
         tracing::debug!(error = %e, "connection ended");
+    }
+}
+
+fn is_grpc<T>(req: &Request<T>) -> bool {
+    req.headers().get(http::header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+}
+
+/// An answer of either plane, without boxing the HTTP one again.
+enum PlaneBody {
+    Http(crate::render::Body),
+    Grpc(GrpcBody),
+}
+
+impl http_body::Body for PlaneBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
+        match self.get_mut() {
+            PlaneBody::Http(b) => Pin::new(b).poll_frame(cx).map_err(|never| match never {}),
+            PlaneBody::Grpc(b) => Pin::new(b).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            PlaneBody::Http(b) => b.is_end_stream(),
+            PlaneBody::Grpc(b) => b.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        match self {
+            PlaneBody::Http(b) => b.size_hint(),
+            PlaneBody::Grpc(b) => b.size_hint(),
+        }
     }
 }

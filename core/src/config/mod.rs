@@ -247,11 +247,17 @@ fn cluster_plane(raft: &mut RaftConfig, listen: Option<String>, cluster_id: Opti
         return refuse("raft.peers", "two entries have the same node_id");
     }
     if listen.is_none() {
-        // The shared plane (Raft gRPC on server.listen) is not built yet.
-        return refuse("server.cluster_listen", "required with raft.peers in this release");
-    }
-    if raft.peers.iter().any(|p| p.client_url.is_empty()) {
+        // One port for both planes: redirects name the peer url.
+        for p in raft.peers.iter_mut().filter(|p| p.client_url.is_empty()) {
+            p.client_url = p.url.clone();
+        }
+    } else if raft.peers.iter().any(|p| p.client_url.is_empty()) {
         return refuse("raft.peers", "every entry needs client_url when server.cluster_listen is set");
+    } else if raft.peers.iter().any(|p| p.client_url == p.url) {
+        return refuse(
+            "raft.peers",
+            "with server.cluster_listen set, each client_url must differ from its url (the cluster listener)",
+        );
     }
     raft.cluster_listen = listen;
     Ok(())

@@ -97,12 +97,24 @@ fn peers_bring_the_cluster_refusals() {
         (full.replace("cluster_id = \"prod\"\n", ""), "server.cluster_id"),
         (full.replace("[raft.wal]\npath = \"/x\"\n", ""), "raft.wal.path"),
         (full.replace("node_id = 1\n[raft.wal]", "node_id = 3\n[raft.wal]"), "raft.node_id"),
-        (full.replace("cluster_listen = \"0.0.0.0:4439\"\n", ""), "server.cluster_listen"),
         (full.replace("client_url = \"http://10.0.0.2:4437\"\n", ""), "client_url"),
+        (full.replace("client_url = \"http://10.0.0.2:4437\"", "client_url = \"http://10.0.0.2:4439\""), "differ"),
         (full.replace("node_id = 2\n", "node_id = 1\n"), "same node_id"),
     ];
     for (text, named) in cases {
         let err = cfg(None, &text, &none).expect_err(named);
         assert!(err.contains(named), "{named}: {err}");
     }
+}
+
+#[test]
+fn without_a_cluster_listener_the_planes_share_server_listen() {
+    let text = "[server]\ncluster_id = \"prod\"\n[raft]\nnode_id = 1\n[raft.wal]\npath = \"/x\"\n\
+                [[raft.peers]]\nnode_id = 1\nurl = \"http://10.0.0.1:4437\"\n\
+                [[raft.peers]]\nnode_id = 2\nurl = \"http://10.0.0.2:4437\"\n";
+    let c = cfg(None, text, &CliOverrides::default()).expect("valid");
+    let EngineConfig::Raft(raft) = c.engine else { panic!("peers run Raft") };
+    assert_eq!(raft.cluster_listen, None);
+    let client_urls: Vec<&str> = raft.peers.iter().map(|p| p.client_url.as_str()).collect();
+    assert_eq!(client_urls, ["http://10.0.0.1:4437", "http://10.0.0.2:4437"], "client_url defaults to url");
 }

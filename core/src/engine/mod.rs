@@ -27,6 +27,10 @@ pub enum EngineError {
     /// The WAL's filesystem is short of space; nothing was applied.
     #[error("the WAL filesystem is below raft.wal.min_available_size")]
     DiskPressure,
+    /// The write was proposed, then the leadership was lost or the commit
+    /// was not seen in time: it may have applied.
+    #[error("group {0:?} lost the leadership after a proposal")]
+    OutcomeUnknown(GroupId),
     /// The engine failed; a write's outcome is unknown.
     #[error("engine failure: {0}")]
     Fatal(String),
@@ -40,8 +44,15 @@ pub fn now_ms() -> u64 {
 /// Who leads a group, as this node knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Leadership {
-    Local,
-    Peer { id: u64, term: u64, client_url: String },
+    /// This node leads, in `term` (0 for an engine without Raft).
+    Local {
+        term: u64,
+    },
+    Peer {
+        id: u64,
+        term: u64,
+        client_url: String,
+    },
     Unknown,
 }
 
@@ -63,13 +74,17 @@ pub trait GroupEngine: Send + Sync + 'static {
     fn readiness(&self) -> Readiness {
         Readiness::Ready
     }
+    /// Fields of `/__ursula/ready` beside the verdict.
+    fn readiness_details(&self) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
+    }
     /// Confirms this node still leads `group` and has applied all it committed.
     fn linearize(&self, _group: GroupId) -> impl Future<Output = Result<(), EngineError>> + Send {
         async { Ok(()) }
     }
     /// Who leads `group`; an engine without peers always leads.
     fn leadership(&self, _group: GroupId) -> Leadership {
-        Leadership::Local
+        Leadership::Local { term: 0 }
     }
     /// Orders and applies one command in `group`, stamping its time and index.
     fn propose(&self, group: GroupId, command: Command) -> impl Future<Output = Result<Outcome, EngineError>> + Send;

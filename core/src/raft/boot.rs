@@ -18,6 +18,7 @@ use super::engine::{RaftEngine, RaftGroup};
 use super::grpc::{GrpcNetwork, Peers, RaftServer};
 use super::log_store::GroupLog;
 use super::network::NoPeers;
+use super::refusals::PeerRefusals;
 use super::state_machine::GroupMachine;
 use crate::config::{FsyncSetting, NodeConfig, RaftConfig};
 use crate::routing::fnv1a;
@@ -37,6 +38,8 @@ pub struct RaftNode {
     drivers: Vec<tokio::task::JoinHandle<()>>,
     /// Stops the cluster plane's gRPC server.
     cluster_plane: Option<tokio::sync::oneshot::Sender<()>>,
+    /// `RaftService` for `server.listen` when the planes share it.
+    pub shared_raft_routes: Option<tonic::service::Routes>,
 }
 
 /// `u` followed by 32 hex digits (spec/07-configuration.md, `server.cluster_id`).
@@ -167,8 +170,9 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig) -> anyhow::Result<Raf
     // On a fresh cluster one voter, the lowest id, bootstraps each group's
     // membership; a replica that holds its group never initializes it again.
     let initializer = members.keys().next().copied() == Some(raft.node_id);
-    let peers =
-        Peers::new(cluster_id.clone(), raft.node_id, raft.peers.iter().map(|p| (p.node_id, p.url.clone())).collect());
+    let refusals = Arc::new(PeerRefusals::default());
+    let urls = raft.peers.iter().map(|p| (p.node_id, p.url.clone())).collect();
+    let peers = Peers::new(cluster_id.clone(), raft.node_id, urls, refusals.clone());
     let mut groups = Vec::with_capacity(config.group_count as usize);
     for g in 0..config.group_count {
         let log = GroupLog::recover(g, wal.clone(), recovered.groups.get(&g), cache_budget)
@@ -189,22 +193,27 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig) -> anyhow::Result<Raf
         }
         groups.push(RaftGroup { raft: node, shared, log });
     }
-    let cluster_plane = match raft.cluster_listen.filter(|_| clustered) {
-        None => None,
-        Some(addr) => {
-            let server = RaftServer::new(cluster_id.clone(), raft.node_id);
-            let _ = server.groups.set(groups.iter().map(|g| g.raft.clone()).collect());
-            // Bound here so a taken port fails the start with a clear message.
-            std::net::TcpListener::bind(addr).with_context(|| format!("binding server.cluster_listen {addr}"))?;
-            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            tokio::spawn(async move {
-                if let Err(e) = server.serve(addr, async move { drop(stopped.await) }).await {
-                    tracing::error!(error = %e, "the cluster plane stopped");
-                }
-            });
-            Some(stop)
+    let mut shared_raft_routes = None;
+    let mut cluster_plane = None;
+    if clustered {
+        let configured = raft.peers.iter().map(|p| p.node_id).collect();
+        let server = RaftServer::new(cluster_id.clone(), raft.node_id, configured, refusals.clone());
+        let _ = server.groups.set(groups.iter().map(|g| g.raft.clone()).collect());
+        match raft.cluster_listen {
+            None => shared_raft_routes = Some(tonic::service::Routes::new(server.service())),
+            Some(addr) => {
+                // Bound here so a taken port fails the start with a clear message.
+                std::net::TcpListener::bind(addr).with_context(|| format!("binding server.cluster_listen {addr}"))?;
+                let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+                tokio::spawn(async move {
+                    if let Err(e) = server.serve(addr, async move { drop(stopped.await) }).await {
+                        tracing::error!(error = %e, "the cluster plane stopped");
+                    }
+                });
+                cluster_plane = Some(stop);
+            }
         }
-    };
+    }
     // A single node elects itself at once; a cluster's groups elect as peers come up.
     for (g, group) in groups.iter().enumerate().filter(|_| !clustered) {
         group
@@ -218,12 +227,12 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig) -> anyhow::Result<Raf
     let guard = Arc::new(DiskGuard::new(raft.wal.min_available_size, raft.wal.resume_available_size));
     guard.observe(available_bytes(&dir));
     let client_urls = raft.peers.iter().map(|p| (p.node_id, p.client_url.clone())).collect();
-    let engine = Arc::new(RaftEngine { node_id: raft.node_id, client_urls, groups, wal, guard });
+    let engine = Arc::new(RaftEngine { node_id: raft.node_id, client_urls, groups, wal, guard, refusals });
     let drivers = vec![
         tokio::spawn(driver::snapshots(engine.clone(), raft.snapshot_log_budget)),
         tokio::spawn(driver::disk(engine.guard.clone(), dir.clone())),
     ];
-    Ok(RaftNode { engine, cluster_id, dir, temporary, drivers, cluster_plane })
+    Ok(RaftNode { engine, cluster_id, dir, temporary, drivers, cluster_plane, shared_raft_routes })
 }
 
 impl RaftNode {

@@ -20,6 +20,10 @@ use crate::engine::group_state::GroupState;
 use crate::engine::{EngineError, GroupEngine, Leadership, now_ms};
 use crate::routing::GroupId;
 
+/// How long a proposal waits for its apply before its answer becomes
+/// `OUTCOME_UNKNOWN` (an isolated leader never sees its entries commit).
+const COMMIT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 pub struct RaftGroup {
     pub raft: Raft<TypeConfig>,
     pub shared: Arc<GroupShared>,
@@ -33,6 +37,7 @@ pub struct RaftEngine {
     pub(super) groups: Vec<RaftGroup>,
     pub(super) wal: Wal,
     pub(super) guard: Arc<DiskGuard>,
+    pub(super) refusals: Arc<super::refusals::PeerRefusals>,
 }
 
 impl RaftEngine {
@@ -64,10 +69,20 @@ impl GroupEngine for RaftEngine {
         if self.guard.under_pressure() {
             return Err(EngineError::DiskPressure);
         }
-        match g.raft.client_write(Proposal { now_ms: now_ms(), command }).await {
-            Ok(response) => Ok(response.data),
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => Err(EngineError::NoLeader(group)),
-            Err(e) => Err(EngineError::Fatal(e.to_string())),
+        // Checked right before proposing, so that `NoLeader` means nothing
+        // was proposed (extensions §5.7).
+        if g.raft.metrics().borrow().current_leader != Some(self.node_id) {
+            return Err(EngineError::NoLeader(group));
+        }
+        let write = g.raft.client_write(Proposal { now_ms: now_ms(), command });
+        match tokio::time::timeout(COMMIT_WAIT, write).await {
+            Ok(Ok(response)) => Ok(response.data),
+            // This node led a moment ago: the entry may be in the log, and a
+            // new leader may still commit it.
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) | Err(_) => {
+                Err(EngineError::OutcomeUnknown(group))
+            }
+            Ok(Err(e)) => Err(EngineError::Fatal(e.to_string())),
         }
     }
 
@@ -105,6 +120,7 @@ impl GroupEngine for RaftEngine {
         m.insert("wal_available_bytes".into(), self.guard.available().into());
         m.insert("wal_min_available_bytes".into(), self.guard.min_available().into());
         m.insert("wal_disk_pressure".into(), self.guard.under_pressure().into());
+        self.refusals.metrics(&mut m);
         m
     }
 
@@ -121,13 +137,19 @@ impl GroupEngine for RaftEngine {
         let m = g.raft.metrics();
         let m = m.borrow();
         match m.current_leader {
-            Some(id) if id == self.node_id => Leadership::Local,
+            Some(id) if id == self.node_id => Leadership::Local { term: m.current_term },
             Some(id) => match self.client_urls.get(&id) {
                 Some(url) => Leadership::Peer { id, term: m.current_term, client_url: url.clone() },
                 None => Leadership::Unknown,
             },
             None => Leadership::Unknown,
         }
+    }
+
+    fn readiness_details(&self) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("peer_cluster_mismatches".into(), self.refusals.mismatches());
+        m
     }
 
     fn readiness(&self) -> Readiness {

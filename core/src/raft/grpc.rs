@@ -22,6 +22,7 @@ use ursula_proto::raft::v1::raft_service_client::RaftServiceClient;
 use ursula_proto::raft::v1::raft_service_server::{RaftService, RaftServiceServer};
 
 use super::pb as conv;
+use super::refusals::{Direction, PeerRefusals};
 use super::types::{NodeId, TypeConfig};
 
 /// Largest RPC either side accepts: a batch of entries or a snapshot chunk.
@@ -42,11 +43,17 @@ pub struct Peers {
     /// the membership replicated in the log.
     urls: HashMap<NodeId, String>,
     channels: Mutex<HashMap<String, RaftServiceClient<Channel>>>,
+    refusals: Arc<PeerRefusals>,
 }
 
 impl Peers {
-    pub fn new(cluster_id: String, node_id: NodeId, urls: HashMap<NodeId, String>) -> Arc<Peers> {
-        Arc::new(Peers { cluster_id, node_id, urls, channels: Mutex::new(HashMap::new()) })
+    pub fn new(
+        cluster_id: String,
+        node_id: NodeId,
+        urls: HashMap<NodeId, String>,
+        refusals: Arc<PeerRefusals>,
+    ) -> Arc<Peers> {
+        Arc::new(Peers { cluster_id, node_id, urls, channels: Mutex::new(HashMap::new()), refusals })
     }
 
     fn client(&self, url: &str) -> Result<RaftServiceClient<Channel>, String> {
@@ -108,8 +115,21 @@ where
     }
 }
 
-fn refused(r: pb::Refusal) -> String {
-    format!("refused ({:?}) by node {} of cluster {:?}: {}", r.kind(), r.node_id, r.cluster_id, r.detail)
+impl GrpcPeer {
+    /// A peer's refusal, counted when it names another cluster; openraft
+    /// treats the peer as unreachable and backs off.
+    fn refused<E: std::error::Error>(&self, r: pb::Refusal) -> RPCError<NodeId, BasicNode, E> {
+        if r.kind() == Kind::ClusterMismatch {
+            self.peers.refusals.record(Direction::RefusedBy, r.node_id, &r.cluster_id, &self.url, true);
+        }
+        unreachable(format!(
+            "refused ({:?}) by node {} of cluster {:?}: {}",
+            r.kind(),
+            r.node_id,
+            r.cluster_id,
+            r.detail
+        ))
+    }
 }
 
 impl RaftNetwork<TypeConfig> for GrpcPeer {
@@ -121,7 +141,7 @@ impl RaftNetwork<TypeConfig> for GrpcPeer {
         let req = conv::append_request_to(self.peers.preamble(self.group), &rpc).map_err(unreachable)?;
         let reply =
             call(self, &option, req, |mut c, r| async move { c.append_entries(r).await }).await.map_err(unreachable)?;
-        conv::append_reply_from(reply).map_err(|r| unreachable(refused(r)))
+        conv::append_reply_from(reply).map_err(|r| self.refused(r))
     }
 
     async fn install_snapshot(
@@ -133,13 +153,13 @@ impl RaftNetwork<TypeConfig> for GrpcPeer {
         let reply = call(self, &option, req, |mut c, r| async move { c.install_snapshot(r).await })
             .await
             .map_err(unreachable)?;
-        conv::snapshot_reply_from(reply).map_err(|r| unreachable(refused(r)))
+        conv::snapshot_reply_from(reply).map_err(|r| self.refused(r))
     }
 
     async fn vote(&mut self, rpc: VoteRequest<NodeId>, option: RPCOption) -> Rpc<VoteResponse<NodeId>> {
         let req = conv::vote_request_to(self.peers.preamble(self.group), &rpc);
         let reply = call(self, &option, req, |mut c, r| async move { c.vote(r).await }).await.map_err(unreachable)?;
-        conv::vote_reply_from(reply).map_err(|r| unreachable(refused(r)))
+        conv::vote_reply_from(reply).map_err(|r| self.refused(r))
     }
 }
 
@@ -148,14 +168,22 @@ impl RaftNetwork<TypeConfig> for GrpcPeer {
 pub struct RaftServer {
     cluster_id: String,
     node_id: NodeId,
+    /// The node ids of `raft.peers`: refusals of those are listed.
+    configured: std::collections::HashSet<NodeId>,
+    refusals: Arc<PeerRefusals>,
     pub groups: Arc<OnceLock<Vec<Raft<TypeConfig>>>>,
 }
 
 use pb::refusal::Kind;
 
 impl RaftServer {
-    pub fn new(cluster_id: String, node_id: NodeId) -> RaftServer {
-        RaftServer { cluster_id, node_id, groups: Arc::new(OnceLock::new()) }
+    pub fn new(
+        cluster_id: String,
+        node_id: NodeId,
+        configured: std::collections::HashSet<NodeId>,
+        refusals: Arc<PeerRefusals>,
+    ) -> RaftServer {
+        RaftServer { cluster_id, node_id, configured, refusals, groups: Arc::new(OnceLock::new()) }
     }
 
     fn refusal(&self, kind: Kind, detail: String) -> pb::Refusal {
@@ -163,29 +191,39 @@ impl RaftServer {
     }
 
     /// The group a request names, after the cluster check.
-    fn group(&self, preamble: Option<&pb::Preamble>) -> Result<&Raft<TypeConfig>, pb::Refusal> {
+    fn group(
+        &self,
+        preamble: Option<&pb::Preamble>,
+        from: Option<SocketAddr>,
+    ) -> Result<&Raft<TypeConfig>, pb::Refusal> {
         let Some(p) = preamble else {
             return Err(self.refusal(Kind::Malformed, "no preamble".into()));
         };
         if p.cluster_id != self.cluster_id {
-            tracing::error!(peer = p.node_id, cluster = %p.cluster_id, "refused a Raft RPC from another cluster");
+            let address = from.map(|a| a.to_string()).unwrap_or_default();
+            let configured = self.configured.contains(&p.node_id);
+            self.refusals.record(Direction::Refused, p.node_id, &p.cluster_id, &address, configured);
             return Err(self.refusal(Kind::ClusterMismatch, format!("this node is in cluster {:?}", self.cluster_id)));
         }
+        self.refusals.accepted(p.node_id);
         self.groups
             .get()
             .and_then(|g| g.get(p.group as usize))
             .ok_or_else(|| self.refusal(Kind::UnknownGroup, format!("group {} is not running here", p.group)))
     }
 
-    /// Serves `RaftService` on `addr` until `shutdown` resolves.
+    pub fn service(self) -> RaftServiceServer<RaftServer> {
+        RaftServiceServer::new(self).max_decoding_message_size(MAX_MESSAGE).max_encoding_message_size(MAX_MESSAGE)
+    }
+
+    /// Serves `RaftService` alone on `addr` (`server.cluster_listen`)
+    /// until `shutdown` resolves.
     pub async fn serve(
         self,
         addr: SocketAddr,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), tonic::transport::Error> {
-        let service =
-            RaftServiceServer::new(self).max_decoding_message_size(MAX_MESSAGE).max_encoding_message_size(MAX_MESSAGE);
-        tonic::transport::Server::builder().add_service(service).serve_with_shutdown(addr, shutdown).await
+        tonic::transport::Server::builder().add_service(self.service()).serve_with_shutdown(addr, shutdown).await
     }
 }
 
@@ -194,9 +232,10 @@ impl RaftServer {
     fn prepare<T>(
         &self,
         preamble: Option<&pb::Preamble>,
+        from: Option<SocketAddr>,
         decode: impl FnOnce() -> Result<T, super::codec::CodecError>,
     ) -> Result<(&Raft<TypeConfig>, T), pb::Refusal> {
-        let raft = self.group(preamble)?;
+        let raft = self.group(preamble, from)?;
         let rpc = decode().map_err(|e| self.refusal(Kind::Malformed, e.to_string()))?;
         Ok((raft, rpc))
     }
@@ -209,9 +248,10 @@ impl RaftService for RaftServer {
         request: Request<pb::AppendEntriesRequest>,
     ) -> Result<Response<pb::AppendEntriesReply>, Status> {
         use pb::append_entries_reply::Result as R;
+        let from = request.remote_addr();
         let req = request.into_inner();
         let preamble = req.preamble.clone();
-        let reply = match self.prepare(preamble.as_ref(), || conv::append_request_from(req)) {
+        let reply = match self.prepare(preamble.as_ref(), from, || conv::append_request_from(req)) {
             Ok((raft, rpc)) => raft.append_entries(rpc).await.map_err(|e| self.refusal(Kind::Fatal, e.to_string())),
             Err(r) => Err(r),
         };
@@ -223,9 +263,10 @@ impl RaftService for RaftServer {
 
     async fn vote(&self, request: Request<pb::VoteRequest>) -> Result<Response<pb::VoteReply>, Status> {
         use pb::vote_reply::Result as R;
+        let from = request.remote_addr();
         let req = request.into_inner();
         let preamble = req.preamble.clone();
-        let reply = match self.prepare(preamble.as_ref(), || conv::vote_request_from(req)) {
+        let reply = match self.prepare(preamble.as_ref(), from, || conv::vote_request_from(req)) {
             Ok((raft, rpc)) => raft.vote(rpc).await.map_err(|e| self.refusal(Kind::Fatal, e.to_string())),
             Err(r) => Err(r),
         };
@@ -240,9 +281,10 @@ impl RaftService for RaftServer {
         request: Request<pb::InstallSnapshotRequest>,
     ) -> Result<Response<pb::InstallSnapshotReply>, Status> {
         use pb::install_snapshot_reply::Result as R;
+        let from = request.remote_addr();
         let req = request.into_inner();
         let preamble = req.preamble.clone();
-        let reply = match self.prepare(preamble.as_ref(), || conv::snapshot_request_from(req)) {
+        let reply = match self.prepare(preamble.as_ref(), from, || conv::snapshot_request_from(req)) {
             Ok((raft, rpc)) => {
                 raft.install_snapshot(rpc).await.map_err(|e| self.refusal(Kind::SnapshotFailed, e.to_string()))
             }

@@ -8,6 +8,7 @@
 //! - `snapshot_file`: a group's snapshot on disk.
 //! - `network`: the (empty) network of a node without peers.
 //! - `grpc`: Raft between voters over `RaftService`, client and server.
+//! - `refusals`: peers of another cluster, counted and logged once.
 //! - `pb`: openraft's RPC types to and from the protobuf messages.
 //! - `engine`: `RaftEngine`, the `GroupEngine` over the groups.
 //! - `disk_guard`: refusing writes when the WAL disk runs short.
@@ -27,6 +28,7 @@ mod grpc;
 mod log_store;
 mod network;
 mod pb;
+mod refusals;
 mod snapshot_file;
 mod state_machine;
 mod types;

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use crate::offset::Offset;
 
 /// Where a read may stop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Boundary {
     /// Anywhere.
     Byte,

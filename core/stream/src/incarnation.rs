@@ -30,7 +30,11 @@ impl Incarnation {
         if raw.is_empty() || raw.len() > 16 || !raw.bytes().all(|b| b.is_ascii_digit()) || raw.starts_with('0') {
             return None;
         }
-        let n: u64 = raw.parse().ok()?;
+        Incarnation::from_value(raw.parse().ok()?)
+    }
+
+    /// An incarnation carried as a number (the private gRPC plane).
+    pub fn from_value(n: u64) -> Option<Incarnation> {
         (LOW..2 * LOW).contains(&n).then_some(Incarnation(n))
     }
 

@@ -39,7 +39,7 @@ impl fmt::Display for Offset {
 }
 
 /// Where a read starts, as a client names it (`offset=` query parameter).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadFrom {
     /// `-1` or no offset: the stream's first readable byte.
     Start,

@@ -12,7 +12,7 @@ use crate::snapshot::{Snapshot, SnapshotMeta};
 use crate::stream_seq::StreamSeq;
 
 /// The stream-level facts most answers carry.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct StreamInfo {
     /// Changes when the stream is recreated at the same key.
     pub incarnation: Incarnation,
@@ -25,7 +25,7 @@ pub struct StreamInfo {
     pub snapshot: Option<SnapshotMeta>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct CreateOk {
     /// `false` when an identical stream already existed.
     pub created: bool,
@@ -33,7 +33,7 @@ pub struct CreateOk {
 }
 
 /// How an append was answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AppendKind {
     /// New bytes (or a new close) applied now.
     Applied,
@@ -43,7 +43,7 @@ pub enum AppendKind {
     Duplicate,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct ProducerAck {
     pub epoch: u64,
     /// The epoch's highest applied seq.
@@ -52,7 +52,7 @@ pub struct ProducerAck {
     pub closed_epoch: Option<ClosedEpoch>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct AppendOk {
     pub kind: AppendKind,
     /// The write's own range; `None` for a repeat of an older producer write.
@@ -62,7 +62,7 @@ pub struct AppendOk {
 }
 
 /// A deterministic refusal, with the context its answer needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub enum Rejection {
     StreamNotFound,
     StreamExistsConflict,
@@ -127,6 +127,19 @@ pub enum Rejection {
     InvalidRetention,
 }
 
+impl Rejection {
+    /// The incarnation a read refusal was decided against, so a live read
+    /// can tell "its" stream's refusal from a replacement's.
+    pub fn read_incarnation(&self) -> Option<Incarnation> {
+        match self {
+            Rejection::StreamGone { incarnation, .. }
+            | Rejection::OffsetBeyondTail { incarnation, .. }
+            | Rejection::SnapshotNotFound { incarnation } => Some(*incarnation),
+            _ => None,
+        }
+    }
+}
+
 /// The stable error code of each refusal (extensions §11).
 impl Rejection {
     pub fn code(&self) -> &'static str {
@@ -159,21 +172,21 @@ impl Rejection {
 }
 
 /// A published (or repeated) snapshot.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotOk {
     pub snapshot: SnapshotMeta,
     pub info: StreamInfo,
 }
 
 /// The latest snapshot, body included, with the stream it belongs to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotView {
     pub snapshot: Snapshot,
     pub info: StreamInfo,
 }
 
 /// A `/bootstrap` answer: the snapshot, then the updates `[start, next)`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct BootstrapView {
     pub info: StreamInfo,
     pub snapshot: Option<Snapshot>,
@@ -184,7 +197,7 @@ pub struct BootstrapView {
 }
 
 /// A catch-up read's answer: the bytes of `[start, next)`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct ReadView {
     pub info: StreamInfo,
     pub start: Offset,

@@ -43,7 +43,7 @@ pub struct Snapshot {
 }
 
 /// What a reader learns of a snapshot without its body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SnapshotMeta {
     pub offset: Offset,
     pub digest: SnapshotDigest,

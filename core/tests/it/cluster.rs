@@ -1,64 +1,24 @@
-//! A three-voter cluster on loopback (issue 6, first step): Raft over the
-//! private gRPC plane, replication to every replica, a new leader after
+//! A three-voter cluster on loopback (issue 6): Raft over the private gRPC
+//! plane sharing each node's `server.listen`, replication to every replica, a new leader after
 //! `kill -9` of the old one, and a restarted voter catching up.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::support::Node;
+use crate::support::cluster::{Layout, Planes};
 
 const S: &str = "/cluster/log";
 const TEXT: &str = "text/plain";
 const PATIENCE: Duration = Duration::from_secs(60);
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+/// The planes share `server.listen` here (the default of spec/07); the
+/// fault test runs them apart.
+fn cluster() -> Layout {
+    Layout::new(3, "test-cluster", 8, Planes::Shared)
 }
 
-struct Cluster {
-    dir: tempfile::TempDir,
-    client: Vec<u16>,
-    raft: Vec<u16>,
-}
-
-impl Cluster {
-    fn new(voters: usize) -> Cluster {
-        let dir = tempfile::tempdir().expect("tempdir");
-        Cluster {
-            dir,
-            client: (0..voters).map(|_| free_port()).collect(),
-            raft: (0..voters).map(|_| free_port()).collect(),
-        }
-    }
-
-    fn args(&self, i: usize) -> Vec<String> {
-        let mut text = format!(
-            "[server]\nlisten = \"127.0.0.1:{}\"\ncluster_listen = \"127.0.0.1:{}\"\ncluster_id = \"test-cluster\"\n\
-             [raft]\nnode_id = {}\ngroup_count = 8\ninit_membership_per_group = true\n[raft.wal]\npath = {:?}\n",
-            self.client[i],
-            self.raft[i],
-            i + 1,
-            self.dir.path().join(format!("n{}", i + 1)),
-        );
-        for j in 0..self.client.len() {
-            text.push_str(&format!(
-                "[[raft.peers]]\nnode_id = {}\nurl = \"http://127.0.0.1:{}\"\nclient_url = \"http://127.0.0.1:{}\"\n",
-                j + 1,
-                self.raft[j],
-                self.client[j]
-            ));
-        }
-        let path = self.dir.path().join(format!("n{}.toml", i + 1));
-        std::fs::write(&path, text).expect("config");
-        vec!["server".into(), "--config".into(), path.display().to_string()]
-    }
-
-    fn start(&self, i: usize) -> Node {
-        Node::spawn(&self.args(i), None)
-    }
-}
-
-async fn wait_ready(node: &Node) {
+pub async fn wait_ready(node: &Node) {
     let deadline = Instant::now() + PATIENCE;
     loop {
         let ready = node.get("/__ursula/ready").send().await;
@@ -86,7 +46,7 @@ fn no_redirects() -> reqwest::Client {
 /// Sends one producer append to each live node in turn, without following
 /// redirects, until the leader of the stream's group takes it; returns the
 /// leader's index. Every follower's answer must be a well-formed `307`.
-async fn append(nodes: &[Option<Node>], seq: u64) -> usize {
+pub async fn append(nodes: &[Option<Node>], seq: u64) -> usize {
     let client = no_redirects();
     let deadline = Instant::now() + PATIENCE;
     loop {
@@ -140,7 +100,7 @@ async fn converges(node: &Node, expected: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_voters_replicate_fail_over_and_catch_up() {
-    let cluster = Cluster::new(3);
+    let cluster = cluster();
     let mut nodes: Vec<Option<Node>> = (0..3).map(|i| Some(cluster.start(i))).collect();
     for node in nodes.iter().flatten() {
         wait_ready(node).await;
@@ -209,13 +169,13 @@ async fn three_voters_replicate_fail_over_and_catch_up() {
     nodes[leader] = Some(cluster.start(leader));
     let back = nodes[leader].as_ref().expect("restarted");
     converges(back, &expected).await;
-    assert!(Path::new(&cluster.dir.path().join(format!("n{}", leader + 1))).is_dir());
+    assert!(Path::new(&cluster.wal(leader)).is_dir());
     eprintln!("writes resumed {failover:?} after the leader was killed");
 }
 
 #[tokio::test]
 async fn a_node_with_peers_and_no_cluster_id_refuses_to_start() {
-    let cluster = Cluster::new(3);
+    let cluster = cluster();
     // Missing cluster id with peers: refused at startup, naming the key.
     let mut args = cluster.args(0);
     let path = args.pop().expect("config path");
@@ -229,7 +189,7 @@ async fn a_node_with_peers_and_no_cluster_id_refuses_to_start() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_voter_of_another_cluster_is_refused_and_the_majority_serves() {
-    let cluster = Cluster::new(3);
+    let cluster = cluster();
     let mut args = cluster.args(2);
     let path = args.pop().expect("config path");
     let text = std::fs::read_to_string(&path).expect("config").replace("\"test-cluster\"", "\"other-cluster\"");
@@ -252,4 +212,16 @@ async fn a_voter_of_another_cluster_is_refused_and_the_majority_serves() {
     let ready = stranger.get("/__ursula/ready").send().await;
     ready.expect(503);
     assert_eq!(ready.json()["cluster_id"], "other-cluster");
+    assert_eq!(ready.json()["peer_cluster_mismatches"][0]["cluster_id"], "test-cluster", "{}", ready.text());
+    // Both sides count every refusal and list the configured peer they refused.
+    let metrics = first.get("/__ursula/metrics").send().await.json();
+    assert!(metrics["raft_grpc_peer_cluster_refusals"].as_u64() > Some(0), "{metrics}");
+    let listed = metrics["peer_cluster_mismatches"].as_array().cloned().unwrap_or_default();
+    assert!(listed.iter().any(|p| p["node_id"] == 3 && p["cluster_id"] == "other-cluster"), "{metrics}");
+    let mine = first.get("/__ursula/ready").send().await.json();
+    assert!(mine["peer_cluster_mismatches"].as_array().is_some_and(|l| !l.is_empty()), "{mine}");
+    // Logged once per refused peer, not once per RPC (two peers here).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let lines = stranger.stderr_text().lines().filter(|l| l.contains("another cluster")).count();
+    assert!((1..=2).contains(&lines), "{lines} log lines:\n{}", stranger.stderr_text());
 }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::support::Node;
+use crate::support::cluster::{Layout, Planes};
 
 const S: &str = "/faults/log";
 const TEXT: &str = "text/plain";
@@ -54,53 +55,29 @@ async fn link(target: u16) -> Link {
 }
 
 struct Cluster {
-    dir: tempfile::TempDir,
-    client: Vec<u16>,
-    raft: Vec<u16>,
+    layout: Layout,
     /// links[i][j]: node i's connection to node j's cluster plane.
     links: Vec<Vec<Option<Link>>>,
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
-}
-
 impl Cluster {
     async fn new() -> Cluster {
-        let client: Vec<u16> = (0..VOTERS).map(|_| free_port()).collect();
-        let raft: Vec<u16> = (0..VOTERS).map(|_| free_port()).collect();
+        let layout = Layout::new(VOTERS, "faults", 4, Planes::Separate);
         let mut links = Vec::new();
         for i in 0..VOTERS {
             let mut row = Vec::new();
-            for (j, port) in raft.iter().enumerate() {
+            for (j, port) in layout.raft.iter().enumerate() {
                 row.push(if i == j { None } else { Some(link(*port).await) });
             }
             links.push(row);
         }
-        Cluster { dir: tempfile::tempdir().expect("tempdir"), client, raft, links }
+        Cluster { layout, links }
     }
 
     fn start(&self, i: usize) -> Node {
-        let mut text = format!(
-            "[server]\nlisten = \"127.0.0.1:{}\"\ncluster_listen = \"127.0.0.1:{}\"\ncluster_id = \"faults\"\n\
-             [raft]\nnode_id = {}\ngroup_count = 4\ninit_membership_per_group = true\n[raft.wal]\npath = {:?}\n",
-            self.client[i],
-            self.raft[i],
-            i + 1,
-            self.dir.path().join(format!("n{}", i + 1)),
-        );
-        for j in 0..VOTERS {
-            // Each node reaches the others through its own proxies.
-            let port = self.links[i][j].as_ref().map_or(self.raft[j], |l| l.port);
-            text.push_str(&format!(
-                "[[raft.peers]]\nnode_id = {}\nurl = \"http://127.0.0.1:{port}\"\nclient_url = \"http://127.0.0.1:{}\"\n",
-                j + 1,
-                self.client[j]
-            ));
-        }
-        let path = self.dir.path().join(format!("n{}.toml", i + 1));
-        std::fs::write(&path, text).expect("config");
-        Node::spawn(&["server".into(), "--config".into(), path.display().to_string()], None)
+        // Each node reaches the others through its own proxies.
+        let port = |j: usize| self.links[i][j].as_ref().map_or(self.layout.raft[j], |l| l.port);
+        Node::spawn(&self.layout.args_via(i, &port), None)
     }
 
     /// Cuts (or heals) every link to and from node `k`.
@@ -161,7 +138,7 @@ async fn acknowledged_appends_survive_partitions_and_kills_and_reads_stay_linear
     let cluster = Cluster::new().await;
     let nodes: Arc<Mutex<Vec<Option<Node>>>> =
         Arc::new(Mutex::new((0..VOTERS).map(|i| Some(cluster.start(i))).collect()));
-    let urls: Vec<String> = cluster.client.iter().map(|p| format!("http://127.0.0.1:{p}")).collect();
+    let urls: Vec<String> = cluster.layout.client.iter().map(|p| format!("http://127.0.0.1:{p}")).collect();
     let http = client();
     let deadline = Instant::now() + PATIENCE;
     loop {

@@ -81,3 +81,6 @@ mod cluster;
 
 // Issue 6: partitions (per-link TCP proxies), kill -9 and restarts under writers and linearizable readers.
 mod cluster_faults;
+
+// StreamService, the private gRPC data plane on each node's client port.
+mod stream_plane;

@@ -38,6 +38,7 @@ use crate::route::{Route, Sub, route};
 pub struct Shared<B> {
     pub backend: Arc<B>,
     pub options: HttpOptions,
+    pub grpc: Option<crate::server::GrpcPlane>,
 }
 
 pub async fn handle<B, T>(shared: Arc<Shared<B>>, req: Request<T>) -> Answer

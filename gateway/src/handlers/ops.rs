@@ -13,13 +13,22 @@ pub async fn ops<B: Backend>(shared: &Shared<B>, path: &str, method: &Method) ->
     }
     let cluster_id = serde_json::Value::from(shared.options.cluster_id.as_str());
     let (status, body) = match path {
-        "ready" => match shared.backend.readiness() {
-            Readiness::Ready => (StatusCode::OK, serde_json::json!({"ready": true, "cluster_id": cluster_id})),
-            Readiness::Unready(reason) => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                serde_json::json!({"ready": false, "reason": reason, "cluster_id": cluster_id}),
-            ),
-        },
+        "ready" => {
+            let mut m = shared.backend.readiness_details();
+            m.insert("cluster_id".into(), cluster_id);
+            let status = match shared.backend.readiness() {
+                Readiness::Ready => {
+                    m.insert("ready".into(), true.into());
+                    StatusCode::OK
+                }
+                Readiness::Unready(reason) => {
+                    m.insert("ready".into(), false.into());
+                    m.insert("reason".into(), reason.into());
+                    StatusCode::SERVICE_UNAVAILABLE
+                }
+            };
+            (status, serde_json::Value::Object(m))
+        }
         "metrics" => {
             let mut m = shared.backend.metrics().await;
             m.insert("status".into(), "ok".into());

@@ -146,19 +146,18 @@ impl<B: Backend> Live<B> {
                     .read(self.key.clone(), sse_query(&self.shared, ReadFrom::At(self.next), self.max_bytes))
                     .await
                 {
+                    Err(BackendError::Rejected(r))
+                        if r.read_incarnation().is_some_and(|current| current != self.incarnation) =>
+                    {
+                        // Refused by a replacement (its tail is short of the cursor).
+                        return Some(self.replaced(r.read_incarnation()));
+                    }
                     Err(e) => {
                         self.done = true;
                         return Some(error_event(&ApiError::from(e)));
                     }
                     Ok(view) if view.info.incarnation != self.incarnation => {
-                        // The stream this session was opened against was replaced.
-                        self.done = true;
-                        let err = if self.expected {
-                            Rejection::IncarnationMismatch { current: Some(view.info.incarnation) }
-                        } else {
-                            Rejection::StreamNotFound
-                        };
-                        return Some(error_event(&ApiError::from(err)));
+                        return Some(self.replaced(Some(view.info.incarnation)));
                     }
                     Ok(view) if view.is_empty() && !view.closed_at_end => continue,
                     Ok(view) => break view,
@@ -176,6 +175,13 @@ impl<B: Backend> Live<B> {
             self.done = true;
         }
         Some(out.freeze())
+    }
+
+    /// The stream this session was opened against was replaced: the end.
+    fn replaced(&mut self, current: Option<Incarnation>) -> Bytes {
+        self.done = true;
+        let err = if self.expected { Rejection::IncarnationMismatch { current } } else { Rejection::StreamNotFound };
+        error_event(&ApiError::from(err))
     }
 
     fn data_event(&self, view: &ReadView, out: &mut BytesMut) {

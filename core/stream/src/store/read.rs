@@ -9,7 +9,7 @@ use crate::ids::StreamKey;
 use crate::offset::{Offset, ReadFrom};
 use crate::outcome::{BootstrapView, ReadView, Rejection, StreamInfo};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadQuery {
     pub from: ReadFrom,
     pub max_bytes: u64,

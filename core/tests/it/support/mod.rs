@@ -17,6 +17,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+pub mod cluster;
 mod lifecycle;
 pub use lifecycle::run_to_exit;
 

@@ -1,0 +1,341 @@
+//! `StreamService` on a node: the private data plane a gateway calls,
+//! served on the client plane over the same backend as the HTTP surface.
+//! A write, a leader read or a watch of a group this node does not lead
+//! answers a typed `not_leader` (or `no_leader`) before anything runs, so
+//! the caller may always resend it elsewhere.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::Stream;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tonic::{Request, Response, Status};
+use ursula_gateway::wire::{self, pb};
+use ursula_gateway::{Backend, BackendError, Readiness, WaitOutcome};
+use ursula_proto::stream::v1::stream_service_server::{StreamService, StreamServiceServer};
+use ursula_stream::{
+    AdvanceRetention, AppendStream, CreateStream, DeleteStream, Incarnation, Offset, PublishSnapshot, ReadFrom,
+    ReadQuery, Rejection, StreamKey,
+};
+
+use crate::backend::NodeBackend;
+use crate::engine::{GroupEngine, Leadership};
+use crate::routing::{GroupId, group_of};
+
+/// Largest message either way: a 32 MiB append or a read with its framing.
+const MAX_MESSAGE: usize = 64 * 1024 * 1024;
+
+pub struct StreamPlane<E> {
+    backend: Arc<NodeBackend<E>>,
+    cluster_id: String,
+    node_id: u64,
+    /// This node's own client plane, named when it leads a group.
+    client_url: String,
+}
+
+type Answer<T> = Result<T, pb::Failure>;
+
+impl<E: GroupEngine> StreamPlane<E> {
+    pub fn new(backend: Arc<NodeBackend<E>>, cluster_id: String, node_id: u64, client_url: String) -> Self {
+        StreamPlane { backend, cluster_id, node_id, client_url }
+    }
+
+    pub fn service(self) -> StreamServiceServer<Self> {
+        StreamServiceServer::new(self).max_decoding_message_size(MAX_MESSAGE).max_encoding_message_size(MAX_MESSAGE)
+    }
+
+    fn check(&self, cluster_id: &str) -> Answer<()> {
+        match cluster_id == self.cluster_id {
+            true => Ok(()),
+            false => Err(wire::cluster_mismatch(&self.cluster_id, self.node_id)),
+        }
+    }
+
+    fn target(&self, target: Option<&pb::Target>) -> Answer<StreamKey> {
+        let t = target.ok_or_else(|| wire::invalid("the request names no target"))?;
+        self.check(&t.cluster_id)?;
+        StreamKey::parse(&t.bucket, &t.stream).map_err(|e| wire::invalid(e.to_string()))
+    }
+
+    fn group(&self, key: &StreamKey) -> u32 {
+        group_of(key, self.backend.engine().group_count()).0
+    }
+
+    /// Refuses, with the route to take, a call this node does not lead.
+    fn on_leader(&self, key: &StreamKey) -> Answer<()> {
+        wire::not_leading(&self.backend.leader_route(key)).map_or(Ok(()), Err)
+    }
+
+    async fn write<C, T, Fut>(
+        &self,
+        req: pb::WriteRequest,
+        key_of: fn(&C) -> &StreamKey,
+        run: impl FnOnce(Arc<NodeBackend<E>>, C) -> Fut,
+    ) -> Result<Response<pb::WriteReply>, Status>
+    where
+        C: DeserializeOwned,
+        T: Serialize,
+        Fut: Future<Output = Result<T, BackendError>>,
+    {
+        use pb::write_reply::Result as R;
+        let result = async {
+            let key = self.target(req.target.as_ref())?;
+            let command: C =
+                wire::decode("a command", &req.encoded_command).map_err(|e| wire::invalid(e.to_string()))?;
+            if key_of(&command) != &key {
+                return Err(wire::invalid("the command names another stream than the target"));
+            }
+            self.on_leader(&key)?;
+            let group = self.group(&key);
+            run(self.backend.clone(), command).await.map_err(|e| wire::failure(group, &e))
+        }
+        .await;
+        let result = match result {
+            Ok(value) => R::EncodedOutcome(wire::encode(&value)),
+            Err(f) => R::Failure(f),
+        };
+        Ok(Response::new(pb::WriteReply { result: Some(result) }))
+    }
+
+    /// A read from this replica's applied state, or, with `leader`, on the
+    /// group's leader after a ReadIndex round (linearizable).
+    async fn read<T, Fut>(
+        &self,
+        target: Option<&pb::Target>,
+        leader: bool,
+        run: impl FnOnce(Arc<NodeBackend<E>>, StreamKey) -> Fut,
+    ) -> Answer<T>
+    where
+        Fut: Future<Output = Result<T, BackendError>>,
+    {
+        let key = self.target(target)?;
+        let group = self.group(&key);
+        if leader {
+            self.on_leader(&key)?;
+            self.backend.linearize(&key).await.map_err(|e| wire::failure(group, &e))?;
+        }
+        run(self.backend.clone(), key).await.map_err(|e| wire::failure(group, &e))
+    }
+
+    fn leader_of(&self, group: u32) -> Option<pb::LeaderHint> {
+        match self.backend.engine().leadership(GroupId(group)) {
+            Leadership::Local { term } => {
+                Some(pb::LeaderHint { node_id: self.node_id, client_url: self.client_url.clone(), term })
+            }
+            Leadership::Peer { id, term, client_url } => Some(pb::LeaderHint { node_id: id, client_url, term }),
+            Leadership::Unknown => None,
+        }
+    }
+}
+
+fn encoded<T: Serialize>(answer: Answer<T>) -> Result<bytes::Bytes, pb::Failure> {
+    answer.map(|v| wire::encode(&v))
+}
+
+fn decode_query(bytes: &[u8]) -> Answer<ReadQuery> {
+    wire::decode("a read query", bytes).map_err(|e| wire::invalid(e.to_string()))
+}
+
+type WatchEvents = Pin<Box<dyn Stream<Item = Result<pb::WatchEvent, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl<E: GroupEngine> StreamService for StreamPlane<E> {
+    async fn describe(&self, request: Request<pb::DescribeRequest>) -> Result<Response<pb::DescribeReply>, Status> {
+        let req = request.into_inner();
+        if !req.cluster_id.is_empty()
+            && let Err(failure) = self.check(&req.cluster_id)
+        {
+            return Ok(Response::new(pb::DescribeReply { failure: Some(failure), ..Default::default() }));
+        }
+        let group_count = self.backend.engine().group_count();
+        let groups = (0..group_count).map(|g| pb::GroupLeader { group: g, leader: self.leader_of(g) }).collect();
+        let unready_reason = match self.backend.readiness() {
+            Readiness::Ready => String::new(),
+            Readiness::Unready(reason) => reason.to_string(),
+        };
+        Ok(Response::new(pb::DescribeReply {
+            cluster_id: self.cluster_id.clone(),
+            node_id: self.node_id,
+            group_count,
+            groups,
+            unready_reason,
+            failure: None,
+        }))
+    }
+
+    async fn create(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteReply>, Status> {
+        let key_of: fn(&CreateStream) -> &StreamKey = |c| &c.key;
+        self.write(request.into_inner(), key_of, |b, c| async move { b.create(c).await }).await
+    }
+
+    async fn append(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteReply>, Status> {
+        let key_of: fn(&AppendStream) -> &StreamKey = |c| &c.key;
+        self.write(request.into_inner(), key_of, |b, c| async move { b.append(c).await }).await
+    }
+
+    async fn delete(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteReply>, Status> {
+        let key_of: fn(&DeleteStream) -> &StreamKey = |c| &c.key;
+        self.write(request.into_inner(), key_of, |b, c| async move { b.delete(c).await }).await
+    }
+
+    async fn publish_snapshot(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteReply>, Status> {
+        let key_of: fn(&PublishSnapshot) -> &StreamKey = |c| &c.key;
+        self.write(request.into_inner(), key_of, |b, c| async move { b.publish_snapshot(c).await }).await
+    }
+
+    async fn advance_retention(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteReply>, Status> {
+        let key_of: fn(&AdvanceRetention) -> &StreamKey = |c| &c.key;
+        self.write(request.into_inner(), key_of, |b, c| async move { b.advance_retention(c).await }).await
+    }
+
+    async fn head(&self, request: Request<pb::HeadRequest>) -> Result<Response<pb::HeadReply>, Status> {
+        use pb::head_reply::Result as R;
+        let req = request.into_inner();
+        let answer = self.read(req.target.as_ref(), req.leader, |b, key| async move { b.head(key).await }).await;
+        let result = encoded(answer).map_or_else(R::Failure, R::EncodedInfo);
+        Ok(Response::new(pb::HeadReply { result: Some(result) }))
+    }
+
+    async fn read(&self, request: Request<pb::ReadRequest>) -> Result<Response<pb::ReadReply>, Status> {
+        use pb::read_reply::Result as R;
+        let req = request.into_inner();
+        let answer = match decode_query(&req.encoded_query) {
+            Ok(query) => {
+                self.read(req.target.as_ref(), req.leader, |b, key| async move { b.read(key, query).await }).await
+            }
+            Err(f) => Err(f),
+        };
+        let result = answer.map(wire::read_chunk).map_or_else(R::Failure, R::View);
+        Ok(Response::new(pb::ReadReply { result: Some(result) }))
+    }
+
+    async fn snapshot(&self, request: Request<pb::SnapshotRequest>) -> Result<Response<pb::SnapshotReply>, Status> {
+        use pb::snapshot_reply::Result as R;
+        let req = request.into_inner();
+        let offset = Offset(req.offset);
+        let answer =
+            self.read(req.target.as_ref(), req.leader, |b, key| async move { b.snapshot(key, offset).await }).await;
+        let result = encoded(answer).map_or_else(R::Failure, R::EncodedView);
+        Ok(Response::new(pb::SnapshotReply { result: Some(result) }))
+    }
+
+    async fn bootstrap(&self, request: Request<pb::BootstrapRequest>) -> Result<Response<pb::BootstrapReply>, Status> {
+        use pb::bootstrap_reply::Result as R;
+        let req = request.into_inner();
+        let max = req.max_bytes;
+        let answer =
+            self.read(req.target.as_ref(), req.leader, |b, key| async move { b.bootstrap(key, max).await }).await;
+        let result = encoded(answer).map_or_else(R::Failure, R::EncodedView);
+        Ok(Response::new(pb::BootstrapReply { result: Some(result) }))
+    }
+
+    type WatchStream = WatchEvents;
+
+    async fn watch(&self, request: Request<pb::WatchRequest>) -> Result<Response<WatchEvents>, Status> {
+        let req = request.into_inner();
+        let opened = (|| {
+            let key = self.target(req.target.as_ref())?;
+            let incarnation =
+                Incarnation::from_value(req.incarnation).ok_or_else(|| wire::invalid("no such incarnation"))?;
+            let query = decode_query(&req.encoded_query)?;
+            Ok(Watch {
+                backend: self.backend.clone(),
+                group: self.group(&key),
+                key,
+                incarnation,
+                offset: Offset(req.offset),
+                query,
+                timeout: Duration::from_millis(req.timeout_ms),
+                done: false,
+            })
+        })();
+        let state = match opened {
+            Ok(watch) => WatchState::Open(watch),
+            Err(f) => WatchState::Failed(f),
+        };
+        let events = futures_util::stream::unfold(state, |state| async move {
+            match state {
+                WatchState::Done => None,
+                WatchState::Failed(f) => Some((Ok(event(Event::Failure(f))), WatchState::Done)),
+                WatchState::Open(mut w) => {
+                    let e = w.next_event().await;
+                    Some((Ok(event(e)), if w.done { WatchState::Done } else { WatchState::Open(w) }))
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(events)))
+    }
+}
+
+use pb::watch_event::Event;
+
+fn event(e: Event) -> pb::WatchEvent {
+    pb::WatchEvent { event: Some(e) }
+}
+
+enum WatchState<E> {
+    Open(Watch<E>),
+    Failed(pb::Failure),
+    Done,
+}
+
+/// One live read: each event carries what committed past the cursor.
+struct Watch<E> {
+    backend: Arc<NodeBackend<E>>,
+    key: StreamKey,
+    group: u32,
+    incarnation: Incarnation,
+    offset: Offset,
+    query: ReadQuery,
+    timeout: Duration,
+    done: bool,
+}
+
+impl<E: GroupEngine> Watch<E> {
+    fn fail(&mut self, e: &BackendError) -> Event {
+        self.done = true;
+        Event::Failure(wire::failure(self.group, e))
+    }
+
+    /// The next bytes past the cursor, once they commit; or the end.
+    async fn next_event(&mut self) -> Event {
+        loop {
+            // Live reads follow the leader (spec/21): a watch ends when
+            // this node stops leading, and the caller resumes elsewhere.
+            if let Some(f) = wire::not_leading(&self.backend.leader_route(&self.key)) {
+                self.done = true;
+                return Event::Failure(f);
+            }
+            let query = ReadQuery { from: ReadFrom::At(self.offset), ..self.query };
+            let view = match self.backend.read(self.key.clone(), query).await {
+                Ok(view) => view,
+                // Refused by a replacement whose tail is short of the cursor.
+                Err(BackendError::Rejected(r)) if r.read_incarnation().is_some_and(|c| c != self.incarnation) => {
+                    let current = r.read_incarnation();
+                    return self.fail(&BackendError::Rejected(Rejection::IncarnationMismatch { current }));
+                }
+                Err(e) => return self.fail(&e),
+            };
+            if view.info.incarnation != self.incarnation {
+                let current = Some(view.info.incarnation);
+                return self.fail(&BackendError::Rejected(Rejection::IncarnationMismatch { current }));
+            }
+            if !view.is_empty() || view.closed_at_end {
+                self.offset = view.next;
+                self.done = view.closed_at_end;
+                return Event::Data(wire::read_chunk(view));
+            }
+            match self.backend.wait(self.key.clone(), self.incarnation, self.offset, self.timeout).await {
+                Ok(WaitOutcome::Changed) => continue,
+                Ok(WaitOutcome::TimedOut) => {
+                    self.done = true;
+                    return Event::TimedOut(pb::TimedOut {});
+                }
+                Err(e) => return self.fail(&e),
+            }
+        }
+    }
+}
