@@ -12,6 +12,7 @@ use bytes::Bytes;
 use openraft::{BasicNode, Raft, SnapshotPolicy};
 use ursula_wal::{Fsync, NODE_GROUP, Recovered, Wal, WalOptions};
 
+use super::bootstrap;
 use super::disk_guard::{DiskGuard, available_bytes};
 use super::driver;
 use super::engine::{RaftEngine, RaftGroup};
@@ -167,9 +168,6 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig) -> anyhow::Result<Raf
     } else {
         [(raft.node_id, BasicNode { addr: config.listen.to_string() })].into()
     };
-    // On a fresh cluster one voter, the lowest id, bootstraps each group's
-    // membership; a replica that holds its group never initializes it again.
-    let initializer = members.keys().next().copied() == Some(raft.node_id);
     let refusals = Arc::new(PeerRefusals::default());
     let urls = raft.peers.iter().map(|p| (p.node_id, p.url.clone())).collect();
     let peers = Peers::new(cluster_id.clone(), raft.node_id, urls, refusals.clone());
@@ -188,7 +186,8 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig) -> anyhow::Result<Raf
             Raft::new(raft.node_id, settings.clone(), NoPeers, log.clone(), machine).await
         }
         .with_context(|| format!("starting Raft group {g}"))?;
-        if initializer && !node.is_initialized().await.context("reading Raft state")? {
+        // A single node is its own membership: it initializes at once.
+        if !clustered && !node.is_initialized().await.context("reading Raft state")? {
             node.initialize(members.clone()).await.with_context(|| format!("initializing Raft group {g}"))?;
         }
         groups.push(RaftGroup { raft: node, shared, log });
@@ -213,6 +212,20 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig) -> anyhow::Result<Raf
                 cluster_plane = Some(stop);
             }
         }
+    }
+    // On a cluster, each group's initializer bootstraps it once every voter
+    // reports it empty; a replica that held it, or a wiped one whose peers
+    // hold it, never initializes it again.
+    if clustered && raft.init_membership_per_group {
+        for (g, group) in groups.iter().enumerate() {
+            let g = g as u32;
+            if bootstrap::initializer(&members, g) == Some(raft.node_id) {
+                let task = bootstrap::bootstrap(group.raft.clone(), g, raft.node_id, members.clone(), peers.clone());
+                tokio::spawn(task);
+            }
+        }
+    } else if clustered {
+        tracing::info!("raft.init_membership_per_group is false: this node initializes no group");
     }
     // A single node elects itself at once; a cluster's groups elect as peers come up.
     for (g, group) in groups.iter().enumerate().filter(|_| !clustered) {

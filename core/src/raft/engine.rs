@@ -104,6 +104,7 @@ impl GroupEngine for RaftEngine {
                     "last_log_index": m.last_log_index,
                     "last_applied_index": g.shared.applied_index.load(Ordering::Relaxed),
                     "snapshot_index": g.shared.snapshot_index.load(Ordering::Relaxed),
+                    "purged_index": m.purged.map(|p| p.index),
                     "log_bytes_since_snapshot": g.log.bytes_since_purge(),
                 })
             })

@@ -27,6 +27,8 @@ use super::types::{NodeId, TypeConfig};
 
 /// Largest RPC either side accepts: a batch of entries or a snapshot chunk.
 const MAX_MESSAGE: usize = 64 * 1024 * 1024;
+/// How long a bootstrap probe waits for a peer.
+const PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 type Rpc<T, E = openraft::error::Infallible> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
 
@@ -67,6 +69,28 @@ impl Peers {
             .max_encoding_message_size(MAX_MESSAGE);
         channels.insert(url.to_string(), client.clone());
         Ok(client)
+    }
+
+    /// What peer `node` holds of `group` (the per-group bootstrap).
+    pub async fn probe(&self, node: NodeId, group: u32) -> Result<pb::GroupHolding, String> {
+        use pb::probe_group_reply::Result as R;
+        let url = self.urls.get(&node).ok_or_else(|| format!("node {node} is not among raft.peers"))?;
+        let mut client = self.client(url)?;
+        let request = pb::ProbeGroupRequest { preamble: Some(self.preamble(group)) };
+        let reply = tokio::time::timeout(PROBE_WAIT, client.probe_group(request))
+            .await
+            .map_err(|_| format!("{url}: no answer within {PROBE_WAIT:?}"))?
+            .map_err(|status| format!("{url}: {status}"))?;
+        match reply.into_inner().result {
+            Some(R::Holding(h)) => Ok(h),
+            Some(R::Refusal(r)) => {
+                if r.kind() == Kind::ClusterMismatch {
+                    self.refusals.record(Direction::RefusedBy, r.node_id, &r.cluster_id, url, true);
+                }
+                Err(format!("{url}: refused ({:?}): {}", r.kind(), r.detail))
+            }
+            None => Err(format!("{url}: an empty answer")),
+        }
     }
 
     fn preamble(&self, group: u32) -> pb::Preamble {
@@ -241,8 +265,31 @@ impl RaftServer {
     }
 }
 
+/// What this voter holds of a group, for a peer's bootstrap probe.
+fn holding(raft: &Raft<TypeConfig>) -> pb::GroupHolding {
+    let m = raft.metrics();
+    let m = m.borrow();
+    let members = m.membership_config.membership().voter_ids().next().is_some();
+    let holds = members || m.last_log_index.is_some() || m.snapshot.is_some() || m.current_term > 0;
+    pb::GroupHolding { holds, leader: m.current_leader, term: m.current_term }
+}
+
 #[tonic::async_trait]
 impl RaftService for RaftServer {
+    async fn probe_group(
+        &self,
+        request: Request<pb::ProbeGroupRequest>,
+    ) -> Result<Response<pb::ProbeGroupReply>, Status> {
+        use pb::probe_group_reply::Result as R;
+        let from = request.remote_addr();
+        let req = request.into_inner();
+        let result = match self.group(req.preamble.as_ref(), from) {
+            Ok(raft) => R::Holding(holding(raft)),
+            Err(r) => R::Refusal(r),
+        };
+        Ok(Response::new(pb::ProbeGroupReply { result: Some(result) }))
+    }
+
     async fn append_entries(
         &self,
         request: Request<pb::AppendEntriesRequest>,

@@ -13,6 +13,7 @@
 //! - `engine`: `RaftEngine`, the `GroupEngine` over the groups.
 //! - `disk_guard`: refusing writes when the WAL disk runs short.
 //! - `driver`: the snapshot driver and the disk probe.
+//! - `bootstrap`: the per-group membership initializer.
 //! - `boot`: opening the WAL and starting the groups; clean shutdown.
 
 // openraft's traits return its `StorageError`, a large type; our helpers
@@ -20,6 +21,7 @@
 #![allow(clippy::result_large_err)]
 
 mod boot;
+mod bootstrap;
 mod codec;
 mod disk_guard;
 mod driver;

@@ -190,18 +190,27 @@ async fn a_node_with_peers_and_no_cluster_id_refuses_to_start() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_voter_of_another_cluster_is_refused_and_the_majority_serves() {
     let cluster = cluster();
+    // A fresh cluster waits for every voter before it initializes a group,
+    // so the cluster forms first; then node 3 comes back on an empty WAL
+    // with the id of another deployment (a mistyped server.cluster_id).
+    let mut nodes: Vec<Option<Node>> = (0..3).map(|i| Some(cluster.start(i))).collect();
+    for node in nodes.iter().flatten() {
+        wait_ready(node).await;
+    }
+    nodes[2].take().expect("running").kill9();
+    std::fs::remove_dir_all(cluster.wal(2)).expect("wipe");
     let mut args = cluster.args(2);
     let path = args.pop().expect("config path");
     let text = std::fs::read_to_string(&path).expect("config").replace("\"test-cluster\"", "\"other-cluster\"");
     std::fs::write(&path, text).expect("config");
     args.push(path);
     let stranger = Node::spawn(&args, None);
-    let nodes: Vec<Option<Node>> = vec![Some(cluster.start(0)), Some(cluster.start(1)), None];
-    for node in nodes.iter().flatten() {
-        wait_ready(node).await;
-    }
     let first = nodes[0].as_ref().expect("running");
-    first.put(S).content_type(TEXT).send().await.expect(201);
+    let deadline = Instant::now() + PATIENCE;
+    while first.put(S).content_type(TEXT).send().await.status != 201 {
+        assert!(Instant::now() < deadline, "no node created the stream");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     append(&nodes, 0).await;
     let deadline = Instant::now() + PATIENCE;
     while !stranger.stderr_text().contains("another cluster") {
@@ -224,4 +233,69 @@ async fn a_voter_of_another_cluster_is_refused_and_the_majority_serves() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let lines = stranger.stderr_text().lines().filter(|l| l.contains("another cluster")).count();
     assert!((1..=2).contains(&lines), "{lines} log lines:\n{}", stranger.stderr_text());
+}
+
+/// The stream's group and its leader's `raft_groups` entry, asked of `node`.
+async fn group_metrics(node: &Node, group: u64) -> serde_json::Value {
+    let metrics = node.get("/__ursula/metrics").send().await.json();
+    metrics["raft_groups"][group as usize].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wiped_voter_rejoins_by_snapshot_install_without_initializing_again() {
+    let mut cluster = cluster();
+    // Snapshots every few entries, so the leader purges the log a wiped
+    // replica would need and has to send it a snapshot instead.
+    cluster.raft_extra = "snapshot_backstop_logs = 10\n".into();
+    let mut nodes: Vec<Option<Node>> = (0..3).map(|i| Some(cluster.start(i))).collect();
+    for node in nodes.iter().flatten() {
+        wait_ready(node).await;
+    }
+    let first = nodes[0].as_ref().expect("running");
+    let deadline = Instant::now() + PATIENCE;
+    while first.put(S).content_type(TEXT).send().await.status != 201 {
+        assert!(Instant::now() < deadline, "no node created the stream");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut leader = 0;
+    for seq in 0..60 {
+        leader = append(&nodes, seq).await;
+    }
+    let mut expected: String = (0..60).map(record).collect();
+    // Wipe node 1, which initialized groups 0, 3 and 6 on the fresh cluster;
+    // if it leads the stream's group, another node takes over.
+    let wiped = 0;
+    let witness = (0..3).find(|i| *i != wiped).expect("another node");
+    let head = no_redirects().head(nodes[witness].as_ref().expect("live").url(S)).send().await.expect("HEAD");
+    let group: u64 = match head.headers().get("x-ursula-raft-group").and_then(|v| v.to_str().ok()) {
+        Some(g) => g.parse().expect("a group number"),
+        None => {
+            // The witness leads: ask the wiped node instead, which redirects to it.
+            let head = no_redirects().head(nodes[wiped].as_ref().expect("live").url(S)).send().await.expect("HEAD");
+            let g = head.headers().get("x-ursula-raft-group").and_then(|v| v.to_str().ok()).expect("a redirect");
+            g.parse().expect("a group number")
+        }
+    };
+    nodes[wiped].take().expect("running").kill9();
+    std::fs::remove_dir_all(cluster.wal(wiped)).expect("wipe the WAL");
+    for seq in 60..80 {
+        leader = append(&nodes, seq).await;
+    }
+    expected.extend((60..80).map(record));
+    let purged = group_metrics(nodes[leader].as_ref().expect("leader"), group).await;
+    assert!(purged["purged_index"].as_u64() > Some(0), "the leader purged its log: {purged}");
+
+    nodes[wiped] = Some(Node::spawn_logging(&cluster.args(wiped), None, "warn,ursula_core=info"));
+    let back = nodes[wiped].as_ref().expect("restarted");
+    converges(back, &expected).await;
+    let mine = group_metrics(back, group).await;
+    assert!(mine["snapshot_index"].as_u64() > Some(0), "caught up from a snapshot: {mine}");
+    let stderr = back.stderr_text();
+    assert!(stderr.contains("the group exists on a peer"), "a wiped initializer must not initialize again: {stderr}");
+    // And the cluster goes on with all three.
+    append(&nodes, 80).await;
+    expected.push_str(&record(80));
+    for node in nodes.iter().flatten() {
+        converges(node, &expected).await;
+    }
 }

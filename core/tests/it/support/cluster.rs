@@ -24,6 +24,8 @@ pub struct Layout {
     pub client: Vec<u16>,
     /// Each voter's cluster listener (the client port with shared planes).
     pub raft: Vec<u16>,
+    /// More `[raft]` keys, one `key = value` per line.
+    pub raft_extra: String,
 }
 
 impl Layout {
@@ -34,7 +36,7 @@ impl Layout {
             Planes::Separate => (0..voters).map(|_| free_port()).collect(),
         };
         let dir = tempfile::tempdir().expect("tempdir");
-        Layout { dir, cluster_id: cluster_id.into(), group_count, planes, client, raft }
+        Layout { dir, cluster_id: cluster_id.into(), group_count, planes, client, raft, raft_extra: String::new() }
     }
 
     pub fn voters(&self) -> usize {
@@ -51,11 +53,12 @@ impl Layout {
         };
         let mut text = format!(
             "[server]\nlisten = \"127.0.0.1:{}\"\n{cluster_listen}cluster_id = {:?}\n\
-             [raft]\nnode_id = {}\ngroup_count = {}\ninit_membership_per_group = true\n[raft.wal]\npath = {:?}\n",
+             [raft]\nnode_id = {}\ngroup_count = {}\ninit_membership_per_group = true\n{}[raft.wal]\npath = {:?}\n",
             self.client[i],
             self.cluster_id,
             i + 1,
             self.group_count,
+            self.raft_extra,
             self.wal(i),
         );
         for j in 0..self.voters() {

@@ -104,11 +104,16 @@ impl Node {
 
     /// A node started with exactly `args` (after the binary), keeping `data` alive as long as it.
     pub fn spawn(args: &[String], data: Option<tempfile::TempDir>) -> Node {
+        Node::spawn_logging(args, data, "warn")
+    }
+
+    /// As `spawn`, logging what the `URSULA_LOG` filter `log` lets through.
+    pub fn spawn_logging(args: &[String], data: Option<tempfile::TempDir>, log: &str) -> Node {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ursula"))
             .args(args)
             // No ./ursula.toml of the source tree may change the node.
             .current_dir(std::env::temp_dir())
-            .env("URSULA_LOG", "warn")
+            .env("URSULA_LOG", log)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
