@@ -290,3 +290,105 @@ async fn acknowledged_appends_survive_partitions_and_kills_and_reads_stay_linear
     }
     eprintln!("{last} appends acknowledged, {} linearizable reads checked", h.reads.len());
 }
+
+/// extensions §5.7: a leader that proposed a write and then lost its
+/// leadership answers `503 OUTCOME_UNKNOWN`, never a redirect or
+/// `NO_LEADER`; repeating the write with its producer key is definite.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_its_leader_could_not_commit_answers_outcome_unknown_and_its_repeat_is_definite() {
+    const U: &str = "/faults/unknown";
+    let cluster = Cluster::new().await;
+    let _nodes: Vec<Node> = (0..VOTERS).map(|i| cluster.start(i)).collect();
+    let urls: Vec<String> = cluster.layout.client.iter().map(|p| format!("http://127.0.0.1:{p}")).collect();
+    // No redirects followed: the node that answers a write itself leads.
+    let patient = || {
+        let policy = reqwest::redirect::Policy::none();
+        reqwest::Client::builder().no_proxy().redirect(policy).timeout(Duration::from_secs(30)).build().expect("client")
+    };
+    let http = patient();
+    let deadline = Instant::now() + PATIENCE;
+    // Create, then find the group's leader: the node that takes a write itself.
+    let leader = 'found: loop {
+        for (i, url) in urls.iter().enumerate() {
+            let _ = http.put(format!("{url}{U}")).header("content-type", TEXT).send().await;
+            let sent = http
+                .post(format!("{url}{U}"))
+                .header("content-type", TEXT)
+                .header("producer-id", "p")
+                .header("producer-epoch", "0")
+                .header("producer-seq", "0")
+                .body(record(0))
+                .send()
+                .await;
+            if sent.is_ok_and(|r| r.status().is_success()) {
+                break 'found i;
+            }
+        }
+        assert!(Instant::now() < deadline, "no leader took a write");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let witness = (leader + 1) % VOTERS;
+    let head = http.head(format!("{}{U}", urls[witness])).send().await.expect("HEAD");
+    let group = head.headers().get("x-ursula-raft-group").and_then(|v| v.to_str().ok()).expect("a redirect").to_owned();
+    let group: usize = group.parse().expect("a group");
+    // Cut the leader off, propose through it, and heal once the others
+    // elected a new leader (whose log drops the entry) while the write waits.
+    cluster.isolate(leader, true);
+    // The proxies sever open connections within 20 ms.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let write = {
+        let url = urls[leader].clone();
+        let http = patient();
+        tokio::spawn(async move {
+            http.post(format!("{url}{U}"))
+                .header("content-type", TEXT)
+                .header("producer-id", "p")
+                .header("producer-epoch", "0")
+                .header("producer-seq", "1")
+                .body(record(1))
+                .send()
+                .await
+        })
+    };
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let metrics = http.get(format!("{}/__ursula/metrics", urls[witness])).send().await.expect("metrics");
+        let metrics: serde_json::Value = serde_json::from_str(&metrics.text().await.expect("text")).expect("JSON");
+        let now = metrics["raft_groups"][group]["current_leader"].as_u64();
+        if now.is_some() && now != Some(leader as u64 + 1) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no new leader while the old one was cut off");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    cluster.isolate(leader, false);
+    let answer = write.await.expect("the writer").expect("an answer");
+    assert_eq!(answer.status(), 503);
+    assert!(answer.headers().get("retry-after").is_some());
+    let text = answer.text().await.expect("a body");
+    let body: serde_json::Value = serde_json::from_str(&text).expect("a JSON error body");
+    assert_eq!(body["error"]["code"], "OUTCOME_UNKNOWN", "{body}");
+    // The repeat (same key and body) is definite wherever the leader is now.
+    let deadline = Instant::now() + PATIENCE;
+    'repeat: loop {
+        for url in &urls {
+            let sent = http
+                .post(format!("{url}{U}"))
+                .header("content-type", TEXT)
+                .header("producer-id", "p")
+                .header("producer-epoch", "0")
+                .header("producer-seq", "1")
+                .body(record(1))
+                .send()
+                .await;
+            if sent.is_ok_and(|r| r.status().is_success()) {
+                break 'repeat;
+            }
+        }
+        assert!(Instant::now() < deadline, "the repeat never landed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Through the old leader, following its redirect to the new one.
+    let read = client().get(format!("{}{U}?offset=-1&consistency=leader", urls[leader])).send().await.expect("read");
+    assert_eq!(read.text().await.expect("text"), format!("{}{}", record(0), record(1)), "exactly once");
+}
