@@ -164,6 +164,10 @@ impl<E: GroupEngine> Backend for NodeBackend<E> {
         self.engine.linearize(self.group(key)).await.map_err(internal)
     }
 
+    async fn confirm_tail(&self, key: &StreamKey) -> Result<(), BackendError> {
+        self.engine.confirm(self.group(key)).await.map_err(internal)
+    }
+
     fn leader_route(&self, key: &StreamKey) -> WriteRoute {
         self.group_route(self.group(key))
     }

@@ -113,6 +113,12 @@ pub trait Backend: Send + Sync + 'static {
     fn linearize(&self, _key: &StreamKey) -> impl Future<Output = Result<(), BackendError>> + Send {
         async { Ok(()) }
     }
+    /// Brings the serving replica of `key`'s group up to what a
+    /// quorum-confirmed leader read would see, so a follower can mark
+    /// `Stream-Up-To-Date` or refuse a cursor with `416` truthfully.
+    fn confirm_tail(&self, _key: &StreamKey) -> impl Future<Output = Result<(), BackendError>> + Send {
+        async { Ok(()) }
+    }
     /// Where a write (or a read that must see the leader) of `key` goes; a
     /// single node always serves locally.
     fn leader_route(&self, _key: &StreamKey) -> WriteRoute {

@@ -82,6 +82,12 @@ pub trait GroupEngine: Send + Sync + 'static {
     fn linearize(&self, _group: GroupId) -> impl Future<Output = Result<(), EngineError>> + Send {
         async { Ok(()) }
     }
+    /// Brings this replica's applied state of `group` up to the point a
+    /// quorum-confirmed leader read would see: on the leader a ReadIndex
+    /// round, on a follower the leader's barrier forwarded and applied.
+    fn confirm(&self, group: GroupId) -> impl Future<Output = Result<(), EngineError>> + Send {
+        self.linearize(group)
+    }
     /// Who leads `group`; an engine without peers always leads.
     fn leadership(&self, _group: GroupId) -> Leadership {
         Leadership::Local { term: 0 }

@@ -240,7 +240,8 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig) -> anyhow::Result<Raf
     let guard = Arc::new(DiskGuard::new(raft.wal.min_available_size, raft.wal.resume_available_size));
     guard.observe(available_bytes(&dir));
     let client_urls = raft.peers.iter().map(|p| (p.node_id, p.client_url.clone())).collect();
-    let engine = Arc::new(RaftEngine { node_id: raft.node_id, client_urls, groups, wal, guard, refusals });
+    let peers = clustered.then_some(peers);
+    let engine = Arc::new(RaftEngine { node_id: raft.node_id, client_urls, groups, wal, guard, refusals, peers });
     let drivers = vec![
         tokio::spawn(driver::snapshots(engine.clone(), raft.snapshot_log_budget)),
         tokio::spawn(driver::disk(engine.guard.clone(), dir.clone())),

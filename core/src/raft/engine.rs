@@ -24,6 +24,9 @@ use crate::routing::GroupId;
 /// `OUTCOME_UNKNOWN` (an isolated leader never sees its entries commit).
 const COMMIT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long a follower waits to apply up to its leader's read barrier.
+const BARRIER_APPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 pub struct RaftGroup {
     pub raft: Raft<TypeConfig>,
     pub shared: Arc<GroupShared>,
@@ -38,6 +41,8 @@ pub struct RaftEngine {
     pub(super) wal: Wal,
     pub(super) guard: Arc<DiskGuard>,
     pub(super) refusals: Arc<super::refusals::PeerRefusals>,
+    /// The cluster plane's client side; `None` on a single node.
+    pub(super) peers: Option<Arc<super::grpc::Peers>>,
 }
 
 impl RaftEngine {
@@ -130,6 +135,27 @@ impl GroupEngine for RaftEngine {
             Ok(_) => Ok(()),
             Err(RaftError::APIError(_)) => Err(EngineError::NoLeader(group)),
             Err(e) => Err(EngineError::Fatal(e.to_string())),
+        }
+    }
+
+    async fn confirm(&self, group: GroupId) -> Result<(), EngineError> {
+        let g = self.group(group)?;
+        let leader = g.raft.metrics().borrow().current_leader;
+        match (leader, &self.peers) {
+            (Some(id), _) if id == self.node_id => self.linearize(group).await,
+            (Some(id), Some(peers)) => {
+                let index = peers.read_barrier(id, group.0).await.map_err(|e| {
+                    tracing::debug!(group = group.0, error = %e, "no read barrier from the leader");
+                    EngineError::NoLeader(group)
+                })?;
+                g.raft
+                    .wait(Some(BARRIER_APPLY_WAIT))
+                    .applied_index_at_least(Some(index), "the leader's read barrier")
+                    .await
+                    .map(|_| ())
+                    .map_err(|_| EngineError::NoLeader(group))
+            }
+            _ => Err(EngineError::NoLeader(group)),
         }
     }
 

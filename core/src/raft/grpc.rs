@@ -27,6 +27,8 @@ use super::types::{NodeId, TypeConfig};
 
 /// Largest RPC either side accepts: a batch of entries or a snapshot chunk.
 const MAX_MESSAGE: usize = 64 * 1024 * 1024;
+/// How long a follower waits for its leader's read barrier.
+const BARRIER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long a bootstrap probe waits for a peer.
 const PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -89,6 +91,25 @@ impl Peers {
                 }
                 Err(format!("{url}: refused ({:?}): {}", r.kind(), r.detail))
             }
+            None => Err(format!("{url}: an empty answer")),
+        }
+    }
+
+    /// Asks `leader` for a read barrier of `group`: the log index to apply
+    /// before a local read is as fresh as a leader read.
+    pub async fn read_barrier(&self, leader: NodeId, group: u32) -> Result<u64, String> {
+        use pb::read_barrier_reply::Result as R;
+        let url = self.urls.get(&leader).ok_or_else(|| format!("node {leader} is not among raft.peers"))?;
+        let mut client = self.client(url)?;
+        let request = pb::ReadBarrierRequest { preamble: Some(self.preamble(group)) };
+        let reply = tokio::time::timeout(BARRIER_WAIT, client.read_barrier(request))
+            .await
+            .map_err(|_| format!("{url}: no barrier within {BARRIER_WAIT:?}"))?
+            .map_err(|status| format!("{url}: {status}"))?;
+        match reply.into_inner().result {
+            Some(R::Index(index)) => Ok(index),
+            Some(R::NotLeader(_)) => Err(format!("{url}: no longer leads group {group}")),
+            Some(R::Refusal(r)) => Err(format!("{url}: refused ({:?}): {}", r.kind(), r.detail)),
             None => Err(format!("{url}: an empty answer")),
         }
     }
@@ -288,6 +309,24 @@ impl RaftService for RaftServer {
             Err(r) => R::Refusal(r),
         };
         Ok(Response::new(pb::ProbeGroupReply { result: Some(result) }))
+    }
+
+    async fn read_barrier(
+        &self,
+        request: Request<pb::ReadBarrierRequest>,
+    ) -> Result<Response<pb::ReadBarrierReply>, Status> {
+        use pb::read_barrier_reply::Result as R;
+        let from = request.remote_addr();
+        let req = request.into_inner();
+        let result = match self.group(req.preamble.as_ref(), from) {
+            Ok(raft) => match raft.ensure_linearizable().await {
+                Ok(read_log_id) => R::Index(read_log_id.map_or(0, |id| id.index)),
+                Err(RaftError::APIError(_)) => R::NotLeader(pb::NotLeader { leader: raft.current_leader().await }),
+                Err(e) => R::Refusal(self.refusal(Kind::Fatal, e.to_string())),
+            },
+            Err(r) => R::Refusal(r),
+        };
+        Ok(Response::new(pb::ReadBarrierReply { result: Some(result) }))
     }
 
     async fn append_entries(

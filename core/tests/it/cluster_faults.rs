@@ -80,6 +80,14 @@ impl Cluster {
         Node::spawn(&self.layout.args_via(i, &port), None)
     }
 
+    /// Cuts (or heals) node `i`'s connections to node `j` only.
+    fn cut(&self, i: usize, j: usize, cut: bool) {
+        if let Some(l) = &self.links[i][j] {
+            l.cut.store(cut, Ordering::SeqCst);
+            l.generation.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
     /// Cuts (or heals) every link to and from node `k`.
     fn isolate(&self, k: usize, cut: bool) {
         for i in 0..VOTERS {
@@ -391,4 +399,69 @@ async fn a_write_its_leader_could_not_commit_answers_outcome_unknown_and_its_rep
     // Through the old leader, following its redirect to the new one.
     let read = client().get(format!("{}{U}?offset=-1&consistency=leader", urls[leader])).send().await.expect("read");
     assert_eq!(read.text().await.expect("text"), format!("{}{}", record(0), record(1)), "exactly once");
+}
+
+/// spec/21: a follower behind an acknowledged append confirms its tail
+/// through the leader instead of answering `416` for a cursor the leader
+/// handed out, or marking a stale tail `Stream-Up-To-Date`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_follower_confirms_its_tail_through_the_leader() {
+    const L: &str = "/faults/lag";
+    let cluster = Cluster::new().await;
+    let _nodes: Vec<Node> = (0..VOTERS).map(|i| cluster.start(i)).collect();
+    let urls: Vec<String> = cluster.layout.client.iter().map(|p| format!("http://127.0.0.1:{p}")).collect();
+    let policy = || reqwest::redirect::Policy::none();
+    let http = reqwest::Client::builder().no_proxy().redirect(policy()).timeout(Duration::from_secs(20)).build();
+    let http = http.expect("client");
+    let deadline = Instant::now() + PATIENCE;
+    let leader = 'found: loop {
+        for (i, url) in urls.iter().enumerate() {
+            let _ = http.put(format!("{url}{L}")).header("content-type", TEXT).send().await;
+            let sent = http.post(format!("{url}{L}")).header("content-type", TEXT).body(record(0)).send().await;
+            if sent.is_ok_and(|r| r.status().is_success()) {
+                break 'found i;
+            }
+        }
+        assert!(Instant::now() < deadline, "no leader took a write");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let follower = (leader + 1) % VOTERS;
+    // The follower holds record 0 before its replication is cut.
+    let deadline = Instant::now() + PATIENCE;
+    while http.get(format!("{}{L}?offset=-1", urls[follower])).send().await.expect("read").text().await.ok()
+        != Some(record(0))
+    {
+        assert!(Instant::now() < deadline, "the follower never caught up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Cut the leader's replication to the follower (the follower can still
+    // reach the leader), and commit more through the other follower.
+    cluster.cut(leader, follower, true);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut tail = String::new();
+    for seq in 1..4 {
+        let sent = http.post(format!("{}{L}", urls[leader])).header("content-type", TEXT).body(record(seq)).send();
+        let sent = sent.await.expect("append");
+        assert!(sent.status().is_success(), "{}", sent.status());
+        tail = sent.headers()["stream-next-offset"].to_str().expect("an offset").to_owned();
+    }
+    let expected: String = (0..4).map(record).collect();
+    // Both reads wait on the leader's barrier; the link heals meanwhile.
+    let reads = {
+        let (base, tail) = (urls[follower].clone(), tail.clone());
+        let http = http.clone();
+        tokio::spawn(async move {
+            let all = http.get(format!("{base}{L}?offset=-1")).send().await.expect("read from the start");
+            let at_tail = http.get(format!("{base}{L}?offset={tail}")).send().await.expect("read at the tail");
+            (all, at_tail)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    cluster.cut(leader, follower, false);
+    let (all, at_tail) = reads.await.expect("the reader");
+    assert_eq!(all.status(), 200);
+    assert_eq!(all.headers().get("stream-up-to-date").and_then(|v| v.to_str().ok()), Some("true"));
+    assert_eq!(all.text().await.expect("text"), expected, "a stale prefix marked up-to-date");
+    assert_eq!(at_tail.status(), 200, "a cursor the leader handed out is not out of range");
+    assert_eq!(at_tail.text().await.expect("text"), "");
 }

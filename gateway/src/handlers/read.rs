@@ -8,11 +8,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap};
 use http::{Request, StatusCode};
-use ursula_stream::{Boundary, Incarnation, ReadFrom, ReadQuery, ReadView, StreamKey};
+use ursula_stream::{Boundary, Incarnation, ReadFrom, ReadQuery, ReadView, Rejection, StreamKey};
 
 use super::head::check_expect;
 use super::{Shared, sse};
-use crate::backend::{Backend, WaitOutcome};
+use crate::backend::{Backend, BackendError, WaitOutcome, WriteRoute};
 use crate::cursor::next_cursor;
 use crate::error::ApiError;
 use crate::headers::{self, names};
@@ -36,12 +36,35 @@ where
     match params.live {
         LiveMode::Sse => sse::open(shared, key, from, params, expect).await,
         LiveMode::CatchUp => {
-            let view = shared.backend.read(key, query(&shared, from, params.max_bytes)).await?;
+            let q = query(&shared, from, params.max_bytes);
+            let mut read = shared.backend.read(key.clone(), q).await;
+            if !params.consistency_leader && follower_at_its_tail(&shared, &key, &read) {
+                // Its tail may lag an acknowledged append: confirm through
+                // the leader before marking up-to-date or refusing with 416.
+                shared.backend.confirm_tail(&key).await?;
+                read = shared.backend.read(key, q).await;
+            }
+            let view = read?;
             check_expect(expect, &view.info)?;
             Ok(data_answer(&shared, &view, req.headers(), from == ReadFrom::Tail, None))
         }
         LiveMode::LongPoll => long_poll(&shared, key, from, &params, expect, req.headers()).await,
     }
+}
+
+/// A follower's read that reached its local tail of an open stream, or
+/// went past it (spec/21: tail-sensitive answers come from the leader path).
+fn follower_at_its_tail<B: Backend>(
+    shared: &Shared<B>,
+    key: &StreamKey,
+    read: &Result<ReadView, BackendError>,
+) -> bool {
+    let at_tail = match read {
+        Ok(view) => view.up_to_date && !view.closed_at_end,
+        Err(BackendError::Rejected(Rejection::OffsetBeyondTail { .. })) => true,
+        Err(_) => false,
+    };
+    at_tail && shared.backend.leader_route(key) != WriteRoute::Local
 }
 
 pub fn query<B>(shared: &Shared<B>, from: ReadFrom, max_bytes: u64) -> ReadQuery {
