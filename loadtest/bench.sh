@@ -104,9 +104,12 @@ run_engines() {
   pids=()
 }
 
-# run_cluster NAME SCENARIO...: a single durable node against node 1 of a
-# three-voter cluster (which leads every group after a fresh start, so the
-# writes reach the leaders' client planes), both fsync=never.
+# run_cluster NAME SCENARIO...: a single durable node against a three-voter
+# cluster reached at node 1, both fsync=never. Each stream's create follows
+# node 1's redirect to its group's leader, and its writers append there, so
+# the writes reach the leaders' client planes (node 1 initializes, and so
+# first leads, every group of a fresh cluster; the redirects matter after
+# a leader change).
 run_cluster() {
   local name="$1"; shift
   start_ours single --config "$(raft_config "$name" never)"; local us="$last_url" ps="$last_pid"

@@ -80,8 +80,50 @@ impl Target {
     }
 
     pub fn conn(&self) -> Conn {
-        Conn { addr: self.addr, host: self.host.clone(), sender: None, connects: 0 }
+        Conn::to(&self.placement())
     }
+
+    /// The target's own address.
+    pub fn placement(&self) -> Placement {
+        Placement { addr: self.addr, host: self.host.clone() }
+    }
+}
+
+/// Where a stream's requests go: the target itself, or the group leader
+/// a `307` of a cluster named.
+#[derive(Clone, Debug)]
+pub struct Placement {
+    pub addr: SocketAddr,
+    pub host: HeaderValue,
+}
+
+/// `PUT` a stream like `create_stream`, following up to three leader
+/// redirects (`307` with `Location`), and returns where it was created, so
+/// a writer can send its appends straight to the stream's leader.
+pub async fn create_at_leader(
+    t: &Target,
+    uri: Uri,
+    content_type: &HeaderValue,
+) -> anyhow::Result<(StatusCode, Placement)> {
+    let mut placement = t.placement();
+    for _ in 0..4 {
+        let mut conn = Conn::to(&placement);
+        let mut req = conn.request(Method::PUT, uri.clone(), Bytes::new());
+        req.headers_mut().insert(CONTENT_TYPE, content_type.clone());
+        let (status, headers, _) = conn.call(req).await?;
+        if status != StatusCode::TEMPORARY_REDIRECT {
+            return Ok((status, placement));
+        }
+        let location = header_str(&headers, "location").ok_or_else(|| anyhow!("a 307 without Location"))?;
+        let to: Uri = location.parse().with_context(|| format!("parsing Location {location}"))?;
+        let authority = to.authority().ok_or_else(|| anyhow!("Location {location} names no host"))?.clone();
+        let addr = tokio::net::lookup_host((authority.host(), authority.port_u16().unwrap_or(80)))
+            .await?
+            .next()
+            .ok_or_else(|| anyhow!("{location} resolves to no address"))?;
+        placement = Placement { addr, host: HeaderValue::from_str(authority.as_str())? };
+    }
+    bail!("{}: creating {uri} was redirected more than three times", t.label)
 }
 
 /// A kept-alive HTTP/1.1 connection, reopened on demand.
@@ -93,6 +135,10 @@ pub struct Conn {
 }
 
 impl Conn {
+    pub fn to(placement: &Placement) -> Conn {
+        Conn { addr: placement.addr, host: placement.host.clone(), sender: None, connects: 0 }
+    }
+
     /// Opens the connection now, if it is not open.
     pub async fn ensure(&mut self) -> anyhow::Result<()> {
         if self.sender.as_ref().is_none_or(|s| s.is_closed()) {

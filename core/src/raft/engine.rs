@@ -127,6 +127,11 @@ impl GroupEngine for RaftEngine {
         m.insert("wal_min_available_bytes".into(), self.guard.min_available().into());
         m.insert("wal_disk_pressure".into(), self.guard.under_pressure().into());
         self.refusals.metrics(&mut m);
+        if let Some(peers) = &self.peers {
+            let stats = &peers.batch_stats;
+            m.insert("raft_append_calls".into(), stats.calls.load(Ordering::Relaxed).into());
+            m.insert("raft_append_requests".into(), stats.requests.load(Ordering::Relaxed).into());
+        }
         m
     }
 

@@ -21,6 +21,7 @@ use ursula_proto::raft::v1 as pb;
 use ursula_proto::raft::v1::raft_service_client::RaftServiceClient;
 use ursula_proto::raft::v1::raft_service_server::{RaftService, RaftServiceServer};
 
+use super::batcher::{BatchStats, Batcher};
 use super::pb as conv;
 use super::refusals::{Direction, PeerRefusals};
 use super::types::{NodeId, TypeConfig};
@@ -47,6 +48,9 @@ pub struct Peers {
     /// the membership replicated in the log.
     urls: HashMap<NodeId, String>,
     channels: Mutex<HashMap<String, RaftServiceClient<Channel>>>,
+    /// AppendEntries of all groups to a peer, coalesced (by peer url).
+    batchers: Mutex<HashMap<String, Batcher>>,
+    pub batch_stats: Arc<BatchStats>,
     refusals: Arc<PeerRefusals>,
 }
 
@@ -57,7 +61,9 @@ impl Peers {
         urls: HashMap<NodeId, String>,
         refusals: Arc<PeerRefusals>,
     ) -> Arc<Peers> {
-        Arc::new(Peers { cluster_id, node_id, urls, channels: Mutex::new(HashMap::new()), refusals })
+        let (channels, batchers) = (Mutex::new(HashMap::new()), Mutex::new(HashMap::new()));
+        let batch_stats = Arc::default();
+        Arc::new(Peers { cluster_id, node_id, urls, channels, batchers, batch_stats, refusals })
     }
 
     fn client(&self, url: &str) -> Result<RaftServiceClient<Channel>, String> {
@@ -71,6 +77,16 @@ impl Peers {
             .max_encoding_message_size(MAX_MESSAGE);
         channels.insert(url.to_string(), client.clone());
         Ok(client)
+    }
+
+    fn batcher(&self, url: &str) -> Result<Batcher, String> {
+        let mut batchers = self.batchers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(b) = batchers.get(url) {
+            return Ok(b.clone());
+        }
+        let batcher = Batcher::start(self.client(url)?, url.to_string(), self.batch_stats.clone());
+        batchers.insert(url.to_string(), batcher.clone());
+        Ok(batcher)
     }
 
     /// What peer `node` holds of `group` (the per-group bootstrap).
@@ -184,8 +200,12 @@ impl RaftNetwork<TypeConfig> for GrpcPeer {
         option: RPCOption,
     ) -> Rpc<AppendEntriesResponse<NodeId>> {
         let req = conv::append_request_to(self.peers.preamble(self.group), &rpc).map_err(unreachable)?;
-        let reply =
-            call(self, &option, req, |mut c, r| async move { c.append_entries(r).await }).await.map_err(unreachable)?;
+        let batcher = self.peers.batcher(&self.url).map_err(unreachable)?;
+        let reply = match tokio::time::timeout(option.soft_ttl(), batcher.send(req)).await {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(e)) => return Err(unreachable(e)),
+            Err(_) => return Err(unreachable(format!("{}: no answer within {:?}", self.url, option.soft_ttl()))),
+        };
         conv::append_reply_from(reply).map_err(|r| self.refused(r))
     }
 
@@ -273,6 +293,19 @@ impl RaftServer {
 }
 
 impl RaftServer {
+    async fn append_one(&self, req: pb::AppendEntriesRequest, from: Option<SocketAddr>) -> pb::AppendEntriesReply {
+        use pb::append_entries_reply::Result as R;
+        let preamble = req.preamble.clone();
+        let reply = match self.prepare(preamble.as_ref(), from, || conv::append_request_from(req)) {
+            Ok((raft, rpc)) => raft.append_entries(rpc).await.map_err(|e| self.refusal(Kind::Fatal, e.to_string())),
+            Err(r) => Err(r),
+        };
+        match reply {
+            Ok(reply) => conv::append_reply_to(&reply),
+            Err(r) => pb::AppendEntriesReply { result: Some(R::Refusal(r)) },
+        }
+    }
+
     /// The cluster check, then the decoding: a refusal for either.
     fn prepare<T>(
         &self,
@@ -333,18 +366,19 @@ impl RaftService for RaftServer {
         &self,
         request: Request<pb::AppendEntriesRequest>,
     ) -> Result<Response<pb::AppendEntriesReply>, Status> {
-        use pb::append_entries_reply::Result as R;
         let from = request.remote_addr();
-        let req = request.into_inner();
-        let preamble = req.preamble.clone();
-        let reply = match self.prepare(preamble.as_ref(), from, || conv::append_request_from(req)) {
-            Ok((raft, rpc)) => raft.append_entries(rpc).await.map_err(|e| self.refusal(Kind::Fatal, e.to_string())),
-            Err(r) => Err(r),
-        };
-        Ok(Response::new(match reply {
-            Ok(reply) => conv::append_reply_to(&reply),
-            Err(r) => pb::AppendEntriesReply { result: Some(R::Refusal(r)) },
-        }))
+        Ok(Response::new(self.append_one(request.into_inner(), from).await))
+    }
+
+    async fn append_entries_batch(
+        &self,
+        request: Request<pb::AppendEntriesBatchRequest>,
+    ) -> Result<Response<pb::AppendEntriesBatchReply>, Status> {
+        let from = request.remote_addr();
+        // The groups append concurrently; their WAL writes share a commit.
+        let requests = request.into_inner().requests;
+        let replies = futures_util::future::join_all(requests.into_iter().map(|r| self.append_one(r, from))).await;
+        Ok(Response::new(pb::AppendEntriesBatchReply { replies }))
     }
 
     async fn vote(&self, request: Request<pb::VoteRequest>) -> Result<Response<pb::VoteReply>, Status> {

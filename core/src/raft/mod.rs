@@ -7,6 +7,7 @@
 //! - `state_machine`: the stream store as openraft's state machine.
 //! - `snapshot_file`: a group's snapshot on disk.
 //! - `network`: the (empty) network of a node without peers.
+//! - `batcher`: AppendEntries of many groups to one peer in one call.
 //! - `grpc`: Raft between voters over `RaftService`, client and server.
 //! - `refusals`: peers of another cluster, counted and logged once.
 //! - `pb`: openraft's RPC types to and from the protobuf messages.
@@ -20,6 +21,7 @@
 // return the same so `?` carries it through.
 #![allow(clippy::result_large_err)]
 
+mod batcher;
 mod boot;
 mod bootstrap;
 mod codec;

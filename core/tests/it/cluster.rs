@@ -262,7 +262,7 @@ async fn a_wiped_voter_rejoins_by_snapshot_install_without_initializing_again() 
         leader = append(&nodes, seq).await;
     }
     let mut expected: String = (0..60).map(record).collect();
-    // Wipe node 1, which initialized groups 0, 3 and 6 on the fresh cluster;
+    // Wipe node 1, which initialized every group on the fresh cluster;
     // if it leads the stream's group, another node takes over.
     let wiped = 0;
     let witness = (0..3).find(|i| *i != wiped).expect("another node");

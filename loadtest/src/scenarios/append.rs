@@ -13,7 +13,7 @@ use http::{HeaderValue, Method, Uri};
 use serde_json::{Value, json};
 
 use super::{Ctx, latency_figures};
-use crate::client::{Target, create_stream, drain, random_body};
+use crate::client::{Conn, Placement, Target, create_at_leader, drain, random_body};
 use crate::report::{Better, Figure};
 use crate::stats::{Latency, Outcomes, Sample, rate};
 
@@ -57,6 +57,8 @@ impl AppendArgs {
 
 pub struct State {
     uris: Vec<Uri>,
+    /// Where each stream takes writes (its group leader on a cluster).
+    placements: Vec<Placement>,
     content_type: HeaderValue,
     body: Bytes,
 }
@@ -64,15 +66,16 @@ pub struct State {
 pub async fn setup(a: &AppendArgs, ctx: &Ctx, t: &Target) -> anyhow::Result<State> {
     anyhow::ensure!(a.streams > 0 && a.writers > 0 && a.bytes > 0, "--streams, --writers and --bytes must be positive");
     let content_type = HeaderValue::from_str(&a.content_type)?;
-    let mut conn = t.conn();
     let mut uris = Vec::with_capacity(a.streams);
+    let mut placements = Vec::with_capacity(a.streams);
     for i in 0..a.streams {
         let uri = t.uri(&ctx.name(format_args!("append-{i}")), "");
-        let status = create_stream(&mut conn, uri.clone(), &content_type).await?;
+        let (status, placement) = create_at_leader(t, uri.clone(), &content_type).await?;
         anyhow::ensure!(status.is_success(), "{}: creating {uri} answered {status}", t.label);
         uris.push(uri);
+        placements.push(placement);
     }
-    Ok(State { uris, content_type, body: random_body(a.bytes) })
+    Ok(State { uris, placements, content_type, body: random_body(a.bytes) })
 }
 
 struct WriterOut {
@@ -81,14 +84,14 @@ struct WriterOut {
     last_done: Instant,
 }
 
-pub async fn round(a: &AppendArgs, t: &Target, st: &State, round: u32) -> anyhow::Result<Sample> {
+pub async fn round(a: &AppendArgs, _t: &Target, st: &State, round: u32) -> anyhow::Result<Sample> {
     let budget = Arc::new(AtomicU64::new(0));
     let start = Instant::now() + Duration::from_millis(200);
     let measure_from = start + Duration::from_secs_f64(a.warmup);
     let end = measure_from + Duration::from_secs_f64(a.duration);
     let mut tasks = Vec::with_capacity(a.writers);
     for w in 0..a.writers {
-        let mut conn = t.conn();
+        let mut conn = Conn::to(&st.placements[w % st.placements.len()]);
         let uri = st.uris[w % st.uris.len()].clone();
         let (ct, body, budget, max) = (st.content_type.clone(), st.body.clone(), budget.clone(), a.max_requests);
         let producer_id = a.producer.then(|| HeaderValue::from_str(&format!("lt-r{round}-w{w}"))).transpose()?;

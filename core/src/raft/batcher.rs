@@ -1,0 +1,101 @@
+//! Coalescing the AppendEntries of many groups to one peer: each group's
+//! replication hands its request to the peer's batcher, which sends it at
+//! once when a call slot is free and otherwise in the next batch, with
+//! everything else that queued meanwhile. An idle cluster pays no delay; a
+//! busy one sends one call per peer per round trip instead of one per
+//! group, which is where the CPU of replication went (syscalls and HTTP/2
+//! frames per call).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use tonic::transport::Channel;
+use ursula_proto::raft::v1 as pb;
+use ursula_proto::raft::v1::raft_service_client::RaftServiceClient;
+
+/// Calls in flight to one peer at a time.
+const MAX_IN_FLIGHT: usize = 2;
+/// Requests in one call.
+const MAX_BATCH: usize = 256;
+
+type Reply = Result<pb::AppendEntriesReply, String>;
+
+struct Item {
+    request: pb::AppendEntriesRequest,
+    reply: oneshot::Sender<Reply>,
+}
+
+/// What the batchers of a node sent: calls and the requests in them.
+#[derive(Default)]
+pub struct BatchStats {
+    pub calls: AtomicU64,
+    pub requests: AtomicU64,
+}
+
+/// The sending side of one peer's batcher; its task ends with the last clone.
+#[derive(Clone)]
+pub struct Batcher {
+    queue: mpsc::UnboundedSender<Item>,
+}
+
+impl Batcher {
+    pub fn start(client: RaftServiceClient<Channel>, url: String, stats: Arc<BatchStats>) -> Batcher {
+        let (queue, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run(client, url, rx, stats));
+        Batcher { queue }
+    }
+
+    /// Sends `request` in the next batch and waits for its own reply.
+    pub async fn send(&self, request: pb::AppendEntriesRequest) -> Reply {
+        let (reply, answer) = oneshot::channel();
+        self.queue.send(Item { request, reply }).map_err(|_| "the peer's batcher stopped".to_string())?;
+        answer.await.map_err(|_| "the batch was dropped".to_string())?
+    }
+}
+
+async fn run(
+    client: RaftServiceClient<Channel>,
+    url: String,
+    mut rx: mpsc::UnboundedReceiver<Item>,
+    stats: Arc<BatchStats>,
+) {
+    let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    while let Some(first) = rx.recv().await {
+        // Waiting for a slot is when a batch fills up.
+        let Ok(slot) = slots.clone().acquire_owned().await else { return };
+        let mut items = vec![first];
+        while items.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(item) => items.push(item),
+                Err(_) => break,
+            }
+        }
+        stats.calls.fetch_add(1, Ordering::Relaxed);
+        stats.requests.fetch_add(items.len() as u64, Ordering::Relaxed);
+        let mut client = client.clone();
+        let url = url.clone();
+        tokio::spawn(async move {
+            let (requests, waiters): (Vec<_>, Vec<_>) = items.into_iter().map(|i| (i.request, i.reply)).unzip();
+            let sent = client.append_entries_batch(pb::AppendEntriesBatchRequest { requests }).await;
+            drop(slot);
+            match sent {
+                Ok(reply) => {
+                    let replies = reply.into_inner().replies;
+                    if replies.len() != waiters.len() {
+                        let why = format!("{url}: {} replies to {} requests", replies.len(), waiters.len());
+                        waiters.into_iter().for_each(|w| drop(w.send(Err(why.clone()))));
+                        return;
+                    }
+                    for (waiter, reply) in waiters.into_iter().zip(replies) {
+                        let _ = waiter.send(Ok(reply));
+                    }
+                }
+                Err(status) => {
+                    let why = format!("{url}: {status}");
+                    waiters.into_iter().for_each(|w| drop(w.send(Err(why.clone()))));
+                }
+            }
+        });
+    }
+}
