@@ -57,5 +57,7 @@ done
 
 step "conformance suite through a three-voter cluster"
 scripts/conformance-cluster.sh "$bin" --mode ndjson
+step "conformance suite through ursula gateway in front of three voters"
+scripts/conformance-gateway.sh "$bin" --mode ndjson
 
 step "all tests passed"

@@ -8,13 +8,16 @@
 //! - `raft`: the durable multi-Raft engine over the WAL.
 //! - `backend`: `NodeBackend`, the HTTP layer's `Backend` over an engine.
 //! - `stream_plane`: `StreamService`, the private gRPC data plane a gateway calls.
+//! - `upstream`, `gateway`: `ursula gateway`, the HTTP surface over the voters' StreamService.
 //! - `config`: the config file and CLI overrides.
 //! - `node`: starting a node on a bound listener.
 
 pub mod backend;
 pub mod config;
 pub mod engine;
+pub mod gateway;
 pub mod node;
 pub mod raft;
 pub mod routing;
 pub mod stream_plane;
+pub mod upstream;

@@ -22,6 +22,22 @@ enum Commands {
     /// Run a node. With no config file: the zero-config development node,
     /// in memory, on 127.0.0.1:4437; nothing survives a restart.
     Server(ServerArgs),
+    /// Run a gateway: the HTTP surface in front of a cluster's voters,
+    /// over their private gRPC plane (StreamService).
+    Gateway(GatewayArgs),
+}
+
+#[derive(Args)]
+struct GatewayArgs {
+    /// A voter's client plane, e.g. `http://10.0.0.1:4437`; one per voter.
+    #[arg(long = "upstream", required = true)]
+    upstreams: Vec<String>,
+    /// Where clients connect; port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:4437")]
+    listen: String,
+    /// How JSON streams are read back: ndjson (the spec) or array (older clients).
+    #[arg(long, value_name = "ndjson|array", default_value = "ndjson")]
+    json_reads: String,
 }
 
 #[derive(Args, Default)]
@@ -51,6 +67,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let args = match cli.command {
         Some(Commands::Server(args)) => args,
+        Some(Commands::Gateway(args)) => return gateway(args),
         None => cli.server,
     };
     let overrides = CliOverrides {
@@ -75,6 +92,25 @@ fn main() -> anyhow::Result<()> {
         let listener =
             tokio::net::TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
         ursula_core::node::run(&config, listener, shutdown_signal()).await
+    })
+}
+
+fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
+    let Some(json_reads) = ursula_gateway::JsonReads::parse(&args.json_reads) else {
+        eprintln!("ursula: --json-reads must be ndjson or array, not {:?}", args.json_reads);
+        std::process::exit(2);
+    };
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let config = ursula_core::gateway::GatewayConfig { upstreams: args.upstreams, json_reads, workers };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(async move {
+        let listener =
+            tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("binding {}", args.listen))?;
+        ursula_core::gateway::run(config, listener, shutdown_signal()).await
     })
 }
 

@@ -29,7 +29,8 @@ pub async fn ops<B: Backend>(shared: &Shared<B>, path: &str, method: &Method) ->
             };
             (status, serde_json::Value::Object(m))
         }
-        "metrics" => {
+        // A gateway's own figures (routing, upstream errors) under its path.
+        "metrics" | "gateway/metrics" => {
             let mut m = shared.backend.metrics().await;
             m.insert("status".into(), "ok".into());
             m.insert("cluster_id".into(), cluster_id);

@@ -1,0 +1,33 @@
+//! `ursula gateway`: the stateless HTTP front of a cluster. It serves the
+//! same HTTP surface as a node over `GatewayBackend`, which speaks the
+//! voters' private `StreamService`, so clients never see a `307` and the
+//! voters can stay on a private network.
+
+use std::future::Future;
+use std::io::Write;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use ursula_gateway::{HttpOptions, JsonReads};
+
+use crate::upstream::Upstreams;
+use crate::upstream::backend::GatewayBackend;
+
+pub struct GatewayConfig {
+    /// One URL per voter: its client plane (`[[raft.peers]].client_url`).
+    pub upstreams: Vec<String>,
+    pub json_reads: JsonReads,
+    pub workers: usize,
+}
+
+/// Finds the cluster, then serves on `listener` until `shutdown` resolves.
+pub async fn run(config: GatewayConfig, listener: TcpListener, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    let upstreams = Arc::new(Upstreams::discover(config.upstreams).await?);
+    let options =
+        HttpOptions { json_reads: config.json_reads, cluster_id: upstreams.cluster_id.clone(), workers: config.workers };
+    let backend = Arc::new(GatewayBackend { upstreams });
+    // Tests and scripts read the bound address from this line.
+    println!("ursula gateway listening on http://{}", listener.local_addr()?);
+    std::io::stdout().flush()?;
+    Ok(ursula_gateway::serve(listener, backend, options, None, shutdown).await?)
+}

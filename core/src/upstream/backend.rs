@@ -1,0 +1,221 @@
+//! `GatewayBackend`: the HTTP layer's `Backend` over the voters'
+//! `StreamService`. Every call goes to the stream's group leader (so a read
+//! after a write sees it, and a leader read is one ReadIndex round there);
+//! the gateway never answers a `307`: it follows the voters' hints itself.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use ursula_gateway::wire::{self, pb};
+use ursula_gateway::{Backend, BackendError, Readiness, WaitOutcome};
+use ursula_stream::{
+    AdvanceRetention, AppendOk, AppendStream, Boundary, BootstrapView, CreateOk, CreateStream, DeleteStream,
+    Incarnation, Offset, PublishSnapshot, ReadFrom, ReadQuery, ReadView, SnapshotOk, SnapshotView, StreamInfo,
+    StreamKey,
+};
+
+use super::{CallError, Client, Upstreams};
+
+pub struct GatewayBackend {
+    pub upstreams: Arc<Upstreams>,
+}
+
+fn decoded<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CallError> {
+    wire::decode("an upstream answer", bytes).map_err(|e| CallError::Broken(e.to_string()))
+}
+
+fn refused(f: pb::Failure) -> CallError {
+    CallError::Refused(wire::refused(f))
+}
+
+fn empty() -> CallError {
+    CallError::Broken("an empty answer".into())
+}
+
+impl GatewayBackend {
+    fn write_request<C: Serialize>(&self, key: &StreamKey, command: &C) -> pb::WriteRequest {
+        pb::WriteRequest { target: Some(self.upstreams.target(key)), encoded_command: wire::encode(command) }
+    }
+
+    async fn write<C, T, F, Fut>(&self, key: &StreamKey, command: &C, call: F) -> Result<T, BackendError>
+    where
+        C: Serialize,
+        T: DeserializeOwned,
+        F: Fn(Client, pb::WriteRequest) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<pb::WriteReply>, tonic::Status>>,
+    {
+        let request = self.write_request(key, command);
+        self.upstreams
+            .on_leader(key, false, |c| {
+                let sent = call(c, request.clone());
+                async move {
+                    match sent.await?.into_inner().result {
+                        Some(pb::write_reply::Result::EncodedOutcome(bytes)) => decoded(&bytes),
+                        Some(pb::write_reply::Result::Failure(f)) => Err(refused(f)),
+                        None => Err(empty()),
+                    }
+                }
+            })
+            .await
+    }
+
+    async fn read_view(&self, key: &StreamKey, query: ReadQuery) -> Result<ReadView, BackendError> {
+        let request =
+            pb::ReadRequest { target: Some(self.upstreams.target(key)), leader: false, encoded_query: wire::encode(&query) };
+        self.upstreams
+            .on_leader(key, true, |mut c| {
+                let request = request.clone();
+                async move {
+                    match c.read(request).await?.into_inner().result {
+                        Some(pb::read_reply::Result::View(chunk)) => {
+                            wire::read_view(chunk).map_err(|e| CallError::Broken(e.to_string()))
+                        }
+                        Some(pb::read_reply::Result::Failure(f)) => Err(refused(f)),
+                        None => Err(empty()),
+                    }
+                }
+            })
+            .await
+    }
+
+    async fn head_at(&self, key: &StreamKey, leader: bool) -> Result<StreamInfo, BackendError> {
+        let request = pb::HeadRequest { target: Some(self.upstreams.target(key)), leader };
+        self.upstreams
+            .on_leader(key, true, |mut c| {
+                let request = request.clone();
+                async move {
+                    match c.head(request).await?.into_inner().result {
+                        Some(pb::head_reply::Result::EncodedInfo(bytes)) => decoded(&bytes),
+                        Some(pb::head_reply::Result::Failure(f)) => Err(refused(f)),
+                        None => Err(empty()),
+                    }
+                }
+            })
+            .await
+    }
+}
+
+impl Backend for GatewayBackend {
+    async fn create(&self, cmd: CreateStream) -> Result<CreateOk, BackendError> {
+        self.write(&cmd.key, &cmd, |mut c, r| async move { c.create(r).await }).await
+    }
+
+    async fn append(&self, cmd: AppendStream) -> Result<AppendOk, BackendError> {
+        self.write(&cmd.key, &cmd, |mut c, r| async move { c.append(r).await }).await
+    }
+
+    async fn delete(&self, cmd: DeleteStream) -> Result<(), BackendError> {
+        self.write(&cmd.key, &cmd, |mut c, r| async move { c.delete(r).await }).await
+    }
+
+    async fn publish_snapshot(&self, cmd: PublishSnapshot) -> Result<SnapshotOk, BackendError> {
+        self.write(&cmd.key, &cmd, |mut c, r| async move { c.publish_snapshot(r).await }).await
+    }
+
+    async fn advance_retention(&self, cmd: AdvanceRetention) -> Result<StreamInfo, BackendError> {
+        self.write(&cmd.key, &cmd, |mut c, r| async move { c.advance_retention(r).await }).await
+    }
+
+    async fn snapshot(&self, key: StreamKey, offset: Offset) -> Result<SnapshotView, BackendError> {
+        let request = pb::SnapshotRequest { target: Some(self.upstreams.target(&key)), leader: false, offset: offset.bytes() };
+        self.upstreams
+            .on_leader(&key, true, |mut c| {
+                let request = request.clone();
+                async move {
+                    match c.snapshot(request).await?.into_inner().result {
+                        Some(pb::snapshot_reply::Result::EncodedView(bytes)) => decoded(&bytes),
+                        Some(pb::snapshot_reply::Result::Failure(f)) => Err(refused(f)),
+                        None => Err(empty()),
+                    }
+                }
+            })
+            .await
+    }
+
+    async fn bootstrap(&self, key: StreamKey, max_bytes: u64) -> Result<BootstrapView, BackendError> {
+        let request = pb::BootstrapRequest { target: Some(self.upstreams.target(&key)), leader: false, max_bytes };
+        self.upstreams
+            .on_leader(&key, true, |mut c| {
+                let request = request.clone();
+                async move {
+                    match c.bootstrap(request).await?.into_inner().result {
+                        Some(pb::bootstrap_reply::Result::EncodedView(bytes)) => decoded(&bytes),
+                        Some(pb::bootstrap_reply::Result::Failure(f)) => Err(refused(f)),
+                        None => Err(empty()),
+                    }
+                }
+            })
+            .await
+    }
+
+    async fn head(&self, key: StreamKey) -> Result<StreamInfo, BackendError> {
+        self.head_at(&key, false).await
+    }
+
+    async fn metrics(&self) -> serde_json::Map<String, serde_json::Value> {
+        let s = &self.upstreams.stats;
+        let mut m = serde_json::Map::new();
+        m.insert("engine".into(), "gateway".into());
+        m.insert("group_count".into(), self.upstreams.group_count.into());
+        m.insert("upstream_calls".into(), s.calls.load(Relaxed).into());
+        m.insert("routing_hops".into(), s.hops.load(Relaxed).into());
+        m.insert("upstream_errors".into(), s.upstream_errors.load(Relaxed).into());
+        m.insert("routing_exhausted".into(), s.exhausted.load(Relaxed).into());
+        m
+    }
+
+    fn readiness(&self) -> Readiness {
+        Readiness::Ready
+    }
+
+    /// A ReadIndex round on the group's leader, where the read then goes.
+    async fn linearize(&self, key: &StreamKey) -> Result<(), BackendError> {
+        match self.head_at(key, true).await {
+            Ok(_) | Err(BackendError::Rejected(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn read(&self, key: StreamKey, query: ReadQuery) -> Result<ReadView, BackendError> {
+        self.read_view(&key, query).await
+    }
+
+    /// One upstream watch on the leader, ended by its first event.
+    async fn wait(
+        &self,
+        key: StreamKey,
+        incarnation: Incarnation,
+        offset: Offset,
+        timeout: Duration,
+    ) -> Result<WaitOutcome, BackendError> {
+        let query = ReadQuery { from: ReadFrom::At(offset), max_bytes: 1, boundary: Boundary::Byte, whole_json_messages: false };
+        let request = pb::WatchRequest {
+            target: Some(self.upstreams.target(&key)),
+            incarnation: incarnation.value(),
+            offset: offset.bytes(),
+            encoded_query: wire::encode(&query),
+            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        };
+        self.upstreams
+            .on_leader(&key, true, |mut c| {
+                let request = request.clone();
+                async move {
+                    let mut events = c.watch(request).await?.into_inner();
+                    match events.message().await?.and_then(|e| e.event) {
+                        Some(pb::watch_event::Event::Data(_)) => Ok(WaitOutcome::Changed),
+                        Some(pb::watch_event::Event::TimedOut(_)) => Ok(WaitOutcome::TimedOut),
+                        // A deleted or replaced stream is a change the reader will see.
+                        Some(pb::watch_event::Event::Failure(f)) => match wire::refused(f) {
+                            ursula_gateway::wire::Refused::Backend(BackendError::Rejected(_)) => Ok(WaitOutcome::Changed),
+                            other => Err(CallError::Refused(other)),
+                        },
+                        None => Ok(WaitOutcome::Changed),
+                    }
+                }
+            })
+            .await
+    }
+}
