@@ -21,10 +21,17 @@ pub struct GatewayConfig {
 }
 
 /// Finds the cluster, then serves on `listener` until `shutdown` resolves.
-pub async fn run(config: GatewayConfig, listener: TcpListener, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+pub async fn run(
+    config: GatewayConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
     let upstreams = Arc::new(Upstreams::discover(config.upstreams).await?);
-    let options =
-        HttpOptions { json_reads: config.json_reads, cluster_id: upstreams.cluster_id.clone(), workers: config.workers };
+    let options = HttpOptions {
+        json_reads: config.json_reads,
+        cluster_id: upstreams.cluster_id.clone(),
+        workers: config.workers,
+    };
     let backend = Arc::new(GatewayBackend { upstreams });
     // Tests and scripts read the bound address from this line.
     println!("ursula gateway listening on http://{}", listener.local_addr()?);

@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use ursula_gateway::wire::{self, pb};
 use ursula_gateway::{Backend, BackendError, Readiness, WaitOutcome};
 use ursula_stream::{
-    AdvanceRetention, AppendOk, AppendStream, Boundary, BootstrapView, CreateOk, CreateStream, DeleteStream,
+    AdvanceRetention, AppendOk, AppendStream, BootstrapView, Boundary, CreateOk, CreateStream, DeleteStream,
     Incarnation, Offset, PublishSnapshot, ReadFrom, ReadQuery, ReadView, SnapshotOk, SnapshotView, StreamInfo,
     StreamKey,
 };
@@ -63,8 +63,11 @@ impl GatewayBackend {
     }
 
     async fn read_view(&self, key: &StreamKey, query: ReadQuery) -> Result<ReadView, BackendError> {
-        let request =
-            pb::ReadRequest { target: Some(self.upstreams.target(key)), leader: false, encoded_query: wire::encode(&query) };
+        let request = pb::ReadRequest {
+            target: Some(self.upstreams.target(key)),
+            leader: false,
+            encoded_query: wire::encode(&query),
+        };
         self.upstreams
             .on_leader(key, true, |mut c| {
                 let request = request.clone();
@@ -120,7 +123,8 @@ impl Backend for GatewayBackend {
     }
 
     async fn snapshot(&self, key: StreamKey, offset: Offset) -> Result<SnapshotView, BackendError> {
-        let request = pb::SnapshotRequest { target: Some(self.upstreams.target(&key)), leader: false, offset: offset.bytes() };
+        let request =
+            pb::SnapshotRequest { target: Some(self.upstreams.target(&key)), leader: false, offset: offset.bytes() };
         self.upstreams
             .on_leader(&key, true, |mut c| {
                 let request = request.clone();
@@ -191,7 +195,12 @@ impl Backend for GatewayBackend {
         offset: Offset,
         timeout: Duration,
     ) -> Result<WaitOutcome, BackendError> {
-        let query = ReadQuery { from: ReadFrom::At(offset), max_bytes: 1, boundary: Boundary::Byte, whole_json_messages: false };
+        let query = ReadQuery {
+            from: ReadFrom::At(offset),
+            max_bytes: 1,
+            boundary: Boundary::Byte,
+            whole_json_messages: false,
+        };
         let request = pb::WatchRequest {
             target: Some(self.upstreams.target(&key)),
             incarnation: incarnation.value(),
@@ -209,7 +218,9 @@ impl Backend for GatewayBackend {
                         Some(pb::watch_event::Event::TimedOut(_)) => Ok(WaitOutcome::TimedOut),
                         // A deleted or replaced stream is a change the reader will see.
                         Some(pb::watch_event::Event::Failure(f)) => match wire::refused(f) {
-                            ursula_gateway::wire::Refused::Backend(BackendError::Rejected(_)) => Ok(WaitOutcome::Changed),
+                            ursula_gateway::wire::Refused::Backend(BackendError::Rejected(_)) => {
+                                Ok(WaitOutcome::Changed)
+                            }
                             other => Err(CallError::Refused(other)),
                         },
                         None => Ok(WaitOutcome::Changed),

@@ -84,3 +84,6 @@ mod cluster_faults;
 
 // StreamService, the private gRPC data plane on each node's client port.
 mod stream_plane;
+
+// `ursula gateway` in front of three voters: leader routing, failover, exactly once.
+mod gateway;

@@ -141,7 +141,8 @@ impl Node {
         thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                if let Some(addr) = line.trim().strip_prefix("ursula listening on http://") {
+                let line = line.trim().replace("ursula gateway listening on", "ursula listening on");
+                if let Some(addr) = line.strip_prefix("ursula listening on http://") {
                     let _ = tx.send(addr.to_string());
                 }
             }

@@ -1,0 +1,110 @@
+//! `ursula gateway` in front of three voters (issue 8): the gateway speaks
+//! the voters' private StreamService, follows their leader hints itself and
+//! never hands a client a `307`. Two gateways carry a producer's writes
+//! across a kill -9 of the groups' leader and of one gateway, and every
+//! acknowledged append is present exactly once, in order, on every replica.
+
+use std::time::{Duration, Instant};
+
+use crate::cluster::wait_ready;
+use crate::support::Node;
+use crate::support::cluster::{Layout, Planes};
+
+const S: &str = "/gateway/log";
+const TEXT: &str = "text/plain";
+const RECORDS: u64 = 60;
+const PATIENCE: Duration = Duration::from_secs(60);
+
+fn record(seq: u64) -> String {
+    format!("g{seq:04}\n")
+}
+
+fn gateway(layout: &Layout) -> Node {
+    let mut args = vec!["gateway".to_string(), "--listen".into(), "127.0.0.1:0".into()];
+    for port in &layout.client {
+        args.extend(["--upstream".into(), format!("http://127.0.0.1:{port}")]);
+    }
+    Node::spawn(&args, None)
+}
+
+fn no_redirects() -> reqwest::Client {
+    let policy = reqwest::redirect::Policy::none();
+    reqwest::Client::builder().no_proxy().redirect(policy).timeout(Duration::from_secs(15)).build().expect("client")
+}
+
+/// Sends producer write `seq` through the gateways in turn until one
+/// acknowledges it (a repeat of an applied write is acknowledged too).
+async fn write(http: &reqwest::Client, gateways: &[String], seq: u64, turn: &mut usize) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let url = &gateways[*turn % gateways.len()];
+        let sent = http
+            .post(format!("{url}{S}"))
+            .header("content-type", TEXT)
+            .header("producer-id", "gw")
+            .header("producer-epoch", "0")
+            .header("producer-seq", seq.to_string())
+            .body(record(seq))
+            .send()
+            .await;
+        match sent {
+            Ok(r) if r.status().is_success() => return,
+            Ok(r) => {
+                assert_ne!(r.status(), 307, "a gateway client saw a redirect");
+                assert!(r.status().is_server_error(), "write {seq}: {}", r.status());
+            }
+            Err(_) => {}
+        }
+        *turn += 1;
+        assert!(Instant::now() < deadline, "write {seq} never landed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_gateways_carry_producer_writes_across_a_leader_kill_exactly_once() {
+    let layout = Layout::new(3, "gateway-test", 4, Planes::Shared);
+    let mut voters: Vec<Option<Node>> = (0..3).map(|i| Some(layout.start(i))).collect();
+    for v in voters.iter().flatten() {
+        wait_ready(v).await;
+    }
+    let mut gateways = vec![Some(gateway(&layout)), Some(gateway(&layout))];
+    let urls = |g: &[Option<Node>]| g.iter().flatten().map(|n| n.base().to_string()).collect::<Vec<_>>();
+    let http = no_redirects();
+    let created = http.put(format!("{}{S}", urls(&gateways)[0])).header("content-type", TEXT).send().await;
+    assert_eq!(created.expect("create").status(), 201);
+
+    let mut turn = 0;
+    for seq in 0..RECORDS {
+        if seq == 20 {
+            // Node 1 bootstrapped, and so leads, every group.
+            voters[0].take().expect("the leader").kill9();
+        }
+        if seq == 40 {
+            gateways[0].take().expect("a gateway").kill9();
+        }
+        write(&http, &urls(&gateways), seq, &mut turn).await;
+    }
+
+    let expected: String = (0..RECORDS).map(record).collect();
+    let through = &urls(&gateways)[0];
+    let read = http.get(format!("{through}{S}?offset=-1&consistency=leader")).send().await.expect("read");
+    assert_eq!(read.status(), 200);
+    assert_eq!(read.text().await.expect("text"), expected, "exactly once and in order through the gateway");
+    // Every live replica holds the same history, and the killed one after it restarts.
+    voters[0] = Some(layout.start(0));
+    for v in voters.iter().flatten() {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let local = v.get(&format!("{S}?offset=-1")).send().await;
+            if local.status == 200 && local.text() == expected {
+                break;
+            }
+            assert!(Instant::now() < deadline, "a replica never converged: {:?}", local.text());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let metrics = http.get(format!("{through}/__ursula/gateway/metrics")).send().await.expect("metrics");
+    let metrics: serde_json::Value = serde_json::from_str(&metrics.text().await.expect("text")).expect("JSON");
+    assert_eq!(metrics["engine"], "gateway", "{metrics}");
+}
