@@ -8,7 +8,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use ursula_gateway::{HttpOptions, JsonReads};
+use ursula_gateway::{CacheOptions, HttpOptions, JsonReads};
 
 use crate::upstream::Upstreams;
 use crate::upstream::backend::GatewayBackend;
@@ -18,6 +18,7 @@ pub struct GatewayConfig {
     pub upstreams: Vec<String>,
     pub json_reads: JsonReads,
     pub workers: usize,
+    pub cache: CacheOptions,
 }
 
 /// Finds the cluster, then serves on `listener` until `shutdown` resolves.
@@ -31,6 +32,7 @@ pub async fn run(
         json_reads: config.json_reads,
         cluster_id: upstreams.cluster_id.clone(),
         workers: config.workers,
+        immutable_cache: Some(config.cache),
     };
     let backend = Arc::new(GatewayBackend { upstreams });
     // Tests and scripts read the bound address from this line.

@@ -36,6 +36,7 @@ pub mod names {
     pub const STREAM_SNAPSHOT_DIGEST: &str = "stream-snapshot-digest";
     pub const STREAM_SNAPSHOT_PARTS: &str = "stream-snapshot-parts";
     pub const STREAM_IMMUTABLE: &str = "stream-immutable";
+    pub const STREAM_READ_ORIGIN: &str = "stream-read-origin";
     pub const URSULA_CLUSTER_ID: &str = "ursula-cluster-id";
     pub const URSULA_MAX_REQUEST_BYTES: &str = "ursula-max-request-bytes";
     pub const RAFT_LEADER_ID: &str = "x-ursula-raft-leader-id";

@@ -9,6 +9,7 @@
 //! - `handlers`: one module per operation.
 //! - `error`: every refusal mapped once to status, code and headers.
 //! - `render`, `cursor`, `limits`, `options`: answers and settings.
+//! - `immutable_cache`: a gateway's bounded cache of immutable answers.
 //! - `server`: hyper on a bound listener.
 //! - `wire`: the `StreamService` messages to and from the state machine's values.
 
@@ -17,6 +18,7 @@ pub mod cursor;
 pub mod error;
 pub mod handlers;
 pub mod headers;
+pub mod immutable_cache;
 pub mod limits;
 pub mod options;
 pub mod query;
@@ -26,5 +28,5 @@ pub mod server;
 pub mod wire;
 
 pub use backend::{Backend, BackendError, LeaderHint, Readiness, Unavailable, WaitOutcome, WriteRoute};
-pub use options::{HttpOptions, JsonReads};
+pub use options::{CacheOptions, HttpOptions, JsonReads};
 pub use server::{GrpcBody, GrpcPlane, serve};

@@ -29,4 +29,17 @@ pub struct HttpOptions {
     pub cluster_id: String,
     /// Worker threads serving connections (`runtime.core_count`).
     pub workers: usize,
+    /// The gateway's immutable-read cache; `None` on a node.
+    pub immutable_cache: Option<CacheOptions>,
+}
+
+/// `ursula gateway --immutable-cache-bytes ...` (spec/44, extensions §4.4).
+#[derive(Debug, Clone, Default)]
+pub struct CacheOptions {
+    /// Bytes of answers kept (bodies and headers); 0 keeps none.
+    pub max_bytes: u64,
+    /// Replaces `Cache-Control` on marked answers, for a CDN in front.
+    pub cache_control: Option<String>,
+    /// Sent as `Stream-Read-Origin` on `HEAD` answers of streams.
+    pub read_origin: Option<String>,
 }

@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 
 use crate::backend::Backend;
 use crate::handlers::{Shared, handle};
+use crate::immutable_cache::ImmutableCache;
 use crate::options::HttpOptions;
 
 /// The body of a gRPC answer.
@@ -41,7 +42,8 @@ pub async fn serve<B: Backend>(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let workers = options.workers.max(1);
-    let shared = Arc::new(Shared { backend, options, grpc });
+    let cache = options.immutable_cache.as_ref().filter(|c| c.max_bytes > 0).map(ImmutableCache::new);
+    let shared = Arc::new(Shared { backend, options, grpc, cache });
     let mut lanes = Vec::with_capacity(workers);
     for i in 0..workers {
         lanes.push(start_worker(i, shared.clone())?);

@@ -38,6 +38,17 @@ struct GatewayArgs {
     /// How JSON streams are read back: ndjson (the spec) or array (older clients).
     #[arg(long, value_name = "ndjson|array", default_value = "ndjson")]
     json_reads: String,
+    /// Bytes of immutable answers (full chunks, closed tails, snapshots)
+    /// kept and served without asking a voter; 0 turns the cache off.
+    #[arg(long, default_value_t = 256 * 1024 * 1024)]
+    immutable_cache_bytes: u64,
+    /// `Cache-Control` for marked immutable answers, for a CDN in front
+    /// (e.g. "public, max-age=31536000, immutable"); else `no-store`.
+    #[arg(long)]
+    immutable_cache_control: Option<String>,
+    /// Sent as `Stream-Read-Origin` on HEAD answers (extensions §4.4).
+    #[arg(long)]
+    read_origin: Option<String>,
 }
 
 #[derive(Args, Default)]
@@ -101,7 +112,12 @@ fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
         std::process::exit(2);
     };
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let config = ursula_core::gateway::GatewayConfig { upstreams: args.upstreams, json_reads, workers };
+    let cache = ursula_gateway::CacheOptions {
+        max_bytes: args.immutable_cache_bytes,
+        cache_control: args.immutable_cache_control,
+        read_origin: args.read_origin,
+    };
+    let config = ursula_core::gateway::GatewayConfig { upstreams: args.upstreams, json_reads, workers, cache };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()

@@ -108,3 +108,43 @@ async fn two_gateways_carry_producer_writes_across_a_leader_kill_exactly_once() 
     let metrics: serde_json::Value = serde_json::from_str(&metrics.text().await.expect("text")).expect("JSON");
     assert_eq!(metrics["engine"], "gateway", "{metrics}");
 }
+
+/// Issue 8, must-show 3: a marked chunk is answered from the gateway's
+/// cache (`If-None-Match` too) after every voter stopped; an unmarked read
+/// (the open tail) is never cached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_immutable_chunk_outlives_every_voter_in_the_gateway_cache() {
+    let layout = Layout::new(3, "gateway-cache", 4, Planes::Shared);
+    let mut voters: Vec<Option<Node>> = (0..3).map(|i| Some(layout.start(i))).collect();
+    for v in voters.iter().flatten() {
+        wait_ready(v).await;
+    }
+    let gw = gateway(&layout);
+    let path = "/gateway/chunks";
+    gw.put(path).content_type("application/octet-stream").send().await.expect(201);
+    let body = crate::support::pattern(4 * 1024 * 1024 + 100);
+    gw.post(path).content_type("application/octet-stream").body(body.clone()).send().await.expect(204);
+    let token = gw.incarnation(path).await;
+    let first = format!("{path}/incarnation/{token}/chunk/{}", crate::support::offset(0));
+    let tail = format!("{path}/incarnation/{token}/chunk/{}", crate::support::offset(4 * 1024 * 1024));
+    let full = gw.get(&first).send().await;
+    full.expect(200).expect_header("stream-immutable", "true");
+    assert_eq!(&full.body[..], &body[..4 * 1024 * 1024]);
+    let etag = full.must("etag").to_string();
+    let open = gw.get(&tail).send().await;
+    open.expect(200).expect_no_header("stream-immutable");
+
+    for v in voters.iter_mut() {
+        v.take().expect("a voter").kill9();
+    }
+    let again = gw.get(&first).send().await;
+    again.expect(200).expect_header("stream-immutable", "true").expect_header("etag", &etag);
+    assert!(again.body == full.body, "the cached chunk is byte for byte the first answer");
+    gw.get(&first).header("if-none-match", &etag).send().await.expect(304);
+    // The open tail chunk was never kept: without voters it cannot be served.
+    let gone = gw.get(&tail).send().await;
+    assert!(gone.status.is_server_error(), "an unmarked answer came from the cache: {}", gone.status);
+    let metrics = gw.get("/__ursula/gateway/metrics").send().await.json();
+    assert!(metrics["immutable_cache_hits"].as_u64() >= Some(2), "{metrics}");
+    assert!(metrics["immutable_cache_bytes"].as_u64() > Some(4 * 1024 * 1024), "{metrics}");
+}

@@ -15,12 +15,14 @@ mod bootstrap;
 mod head;
 mod immutable;
 mod ops;
-mod read;
+pub(crate) mod read;
 mod snapshot;
 mod sse;
 mod write;
 
 use std::sync::Arc;
+
+use crate::immutable_cache::ImmutableCache;
 
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
@@ -39,6 +41,7 @@ pub struct Shared<B> {
     pub backend: Arc<B>,
     pub options: HttpOptions,
     pub grpc: Option<crate::server::GrpcPlane>,
+    pub cache: Option<crate::immutable_cache::ImmutableCache>,
 }
 
 pub async fn handle<B, T>(shared: Arc<Shared<B>>, req: Request<T>) -> Answer
@@ -48,6 +51,10 @@ where
     T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let head = req.method() == Method::HEAD;
+    if let Some(hit) = shared.cache.as_ref().and_then(|c| c.lookup(&req)) {
+        return hit;
+    }
+    let store_as = shared.cache.as_ref().and_then(|_| ImmutableCache::storable(&req));
     let options = shared.clone();
     let mut answer = if req.method() == Method::OPTIONS {
         render::preflight()
@@ -58,6 +65,14 @@ where
     let status = answer.status();
     if head || status == StatusCode::NOT_FOUND || status == StatusCode::SERVICE_UNAVAILABLE || status.is_redirection() {
         render::add_server_identity(&mut answer, &options.options.cluster_id);
+    }
+    if let Some(cache) = &options.cache {
+        if let Some(origin) = cache.read_origin.as_ref().filter(|_| head && status == StatusCode::OK) {
+            answer.headers_mut().insert(crate::headers::names::STREAM_READ_ORIGIN, origin.clone());
+        }
+        if let Some(key) = store_as {
+            answer = cache.store(key, answer).await;
+        }
     }
     answer
 }

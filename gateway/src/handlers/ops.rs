@@ -32,6 +32,12 @@ pub async fn ops<B: Backend>(shared: &Shared<B>, path: &str, method: &Method) ->
         // A gateway's own figures (routing, upstream errors) under its path.
         "metrics" | "gateway/metrics" => {
             let mut m = shared.backend.metrics().await;
+            if let Some(cache) = &shared.cache {
+                use std::sync::atomic::Ordering::Relaxed;
+                m.insert("immutable_cache_hits".into(), cache.hits.load(Relaxed).into());
+                m.insert("immutable_cache_misses".into(), cache.misses.load(Relaxed).into());
+                m.insert("immutable_cache_bytes".into(), cache.bytes().into());
+            }
             m.insert("status".into(), "ok".into());
             m.insert("cluster_id".into(), cluster_id);
             (StatusCode::OK, serde_json::Value::Object(m))
