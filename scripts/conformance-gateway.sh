@@ -24,7 +24,7 @@ upstreams=()
 while read -r url; do upstreams+=(--upstream "$url"); done <"$dir/cluster/urls"
 mode=ndjson
 [ "${1:-}" = --mode ] && mode="${2:-ndjson}"
-"$bin" gateway --listen 127.0.0.1:0 --json-reads "$mode" "${upstreams[@]}" >"$dir/gateway.log" 2>&1 &
+"$bin" gateway --listen 127.0.0.1:0 --json-reads "$mode" --cors-allowed-origin "*" "${upstreams[@]}" >"$dir/gateway.log" 2>&1 &
 pids+=($!)
 gateway=""
 for _ in $(seq 1 150); do

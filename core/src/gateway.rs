@@ -8,7 +8,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use ursula_gateway::{CacheOptions, HttpOptions, JsonReads};
+use ursula_gateway::{CacheOptions, Cors, HttpOptions, JsonReads};
 
 use crate::upstream::Upstreams;
 use crate::upstream::backend::GatewayBackend;
@@ -19,6 +19,23 @@ pub struct GatewayConfig {
     pub json_reads: JsonReads,
     pub workers: usize,
     pub cache: CacheOptions,
+    pub cors: Cors,
+    /// At most the protocol's 32 MiB (checked by `validate`).
+    pub max_request_bytes: u64,
+}
+
+impl GatewayConfig {
+    /// The startup refusals of the gateway's flags.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let protocol = ursula_gateway::limits::MAX_REQUEST_BYTES;
+        if self.max_request_bytes > protocol || self.max_request_bytes == 0 {
+            anyhow::bail!(
+                "LimitAboveProtocol: --max-request-body-bytes {} must be between 1 and the protocol's {protocol}",
+                self.max_request_bytes
+            );
+        }
+        Ok(())
+    }
 }
 
 /// Finds the cluster, then serves on `listener` until `shutdown` resolves.
@@ -33,6 +50,8 @@ pub async fn run(
         cluster_id: upstreams.cluster_id.clone(),
         workers: config.workers,
         immutable_cache: Some(config.cache),
+        cors: config.cors,
+        max_request_bytes: Some(config.max_request_bytes),
     };
     let backend = Arc::new(GatewayBackend { upstreams });
     // Tests and scripts read the bound address from this line.

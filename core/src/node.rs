@@ -96,8 +96,14 @@ async fn serve<E: GroupEngine>(
         Some(raft) => raft.add_service(streams),
         None => Routes::new(streams),
     };
-    let options =
-        HttpOptions { json_reads: config.json_reads, cluster_id, workers: config.core_count, immutable_cache: None };
+    let options = HttpOptions {
+        json_reads: config.json_reads,
+        cluster_id,
+        workers: config.core_count,
+        immutable_cache: None,
+        cors: ursula_gateway::Cors::AnyOrigin,
+        max_request_bytes: None,
+    };
     // Tests and scripts read the bound address from this line.
     println!("ursula listening on http://{address}");
     std::io::stdout().flush()?;

@@ -7,7 +7,6 @@ use ursula_stream::{IdError, Rejection};
 
 use crate::backend::{BackendError, LeaderHint, Unavailable};
 use crate::headers::names;
-use crate::limits::MAX_REQUEST_BYTES;
 
 /// A refusal decided by the HTTP layer itself or handed up by the backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,7 +35,9 @@ pub enum ApiError {
     InvalidId(IdError),
     NotFound,
     MethodNotAllowed,
-    RequestTooLarge,
+    RequestTooLarge {
+        limit: u64,
+    },
     BodyUnreadable,
     /// Another node leads the stream's group: `307` to `location`.
     Redirect {
@@ -129,9 +130,9 @@ impl ApiError {
             ApiError::MethodNotAllowed => {
                 ErrorAnswer::new(S::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED", "method not allowed on this route")
             }
-            ApiError::RequestTooLarge => {
+            ApiError::RequestTooLarge { limit } => {
                 ErrorAnswer::new(S::PAYLOAD_TOO_LARGE, "REQUEST_TOO_LARGE", "request body too large")
-                    .header(names::URSULA_MAX_REQUEST_BYTES, MAX_REQUEST_BYTES)
+                    .header(names::URSULA_MAX_REQUEST_BYTES, limit)
             }
             ApiError::BodyUnreadable => {
                 ErrorAnswer::new(S::BAD_REQUEST, "BODY_UNREADABLE", "the request body could not be read")

@@ -28,5 +28,5 @@ pub mod server;
 pub mod wire;
 
 pub use backend::{Backend, BackendError, LeaderHint, Readiness, Unavailable, WaitOutcome, WriteRoute};
-pub use options::{CacheOptions, HttpOptions, JsonReads};
+pub use options::{CacheOptions, Cors, HttpOptions, JsonReads};
 pub use server::{GrpcBody, GrpcPlane, serve};

@@ -31,6 +31,51 @@ pub struct HttpOptions {
     pub workers: usize,
     /// The gateway's immutable-read cache; `None` on a node.
     pub immutable_cache: Option<CacheOptions>,
+    pub cors: Cors,
+    /// A gateway's `--max-request-body-bytes`; else the protocol's 32 MiB.
+    pub max_request_bytes: Option<u64>,
+}
+
+impl HttpOptions {
+    /// The largest request body taken (and advertised on `HEAD`).
+    pub fn request_limit(&self) -> u64 {
+        self.max_request_bytes.unwrap_or(crate::limits::MAX_REQUEST_BYTES)
+    }
+}
+
+/// Which origins may read cross-origin (spec/08-security.md, "Cross-origin
+/// reads"). Credentials are never allowed, whatever the policy.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Cors {
+    /// `Access-Control-Allow-Origin: *` (a node, and `--cors-allowed-origin '*'`).
+    #[default]
+    AnyOrigin,
+    /// Only these origins, echoed back with `Vary: Origin`.
+    Origins(Vec<String>),
+    /// Nothing is sent: a gateway without `--cors-allowed-origin`.
+    Off,
+}
+
+impl Cors {
+    /// The policy of `--cors-allowed-origin` values (repeatable, or `*`).
+    pub fn from_flags(origins: &[String]) -> Cors {
+        if origins.is_empty() {
+            Cors::Off
+        } else if origins.iter().any(|o| o == "*") {
+            Cors::AnyOrigin
+        } else {
+            Cors::Origins(origins.iter().map(|o| o.trim_end_matches('/').to_string()).collect())
+        }
+    }
+
+    /// The `Access-Control-Allow-Origin` for a request from `origin`.
+    pub fn allow(&self, origin: Option<&str>) -> Option<String> {
+        match self {
+            Cors::AnyOrigin => Some("*".into()),
+            Cors::Origins(list) => origin.filter(|o| list.iter().any(|l| l == o)).map(str::to_string),
+            Cors::Off => None,
+        }
+    }
 }
 
 /// `ursula gateway --immutable-cache-bytes ...` (spec/44, extensions §4.4).

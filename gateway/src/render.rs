@@ -11,6 +11,7 @@ use http_body_util::{BodyExt, Empty, Full};
 
 use crate::error::ApiError;
 use crate::headers::names;
+use crate::options::Cors;
 
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 pub type Answer = Response<Body>;
@@ -65,12 +66,18 @@ pub fn error(err: &ApiError, head: bool) -> Answer {
 
 /// Headers on every answer: browser security (base protocol §10.7) and the
 /// node's permissive CORS.
-pub fn add_common_headers(response: &mut Answer) {
+pub fn add_common_headers(response: &mut Answer, cors: &Cors, origin: Option<&str>) {
     let h = response.headers_mut();
     h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
     h.insert("cross-origin-resource-policy", HeaderValue::from_static("cross-origin"));
-    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
-    h.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static("*"));
+    if let Some(allowed) = cors.allow(origin).and_then(|a| HeaderValue::from_str(&a).ok()) {
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, allowed);
+        // Continuations travel in headers; `*` holds only without credentials.
+        h.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static("*"));
+    }
+    if matches!(cors, Cors::Origins(_)) {
+        h.append(header::VARY, HeaderValue::from_static("origin"));
+    }
 }
 
 /// `Ursula-Protocol` and `Ursula-Cluster-Id`, on every answer to a `HEAD`,

@@ -49,6 +49,12 @@ struct GatewayArgs {
     /// Sent as `Stream-Read-Origin` on HEAD answers (extensions §4.4).
     #[arg(long)]
     read_origin: Option<String>,
+    /// An origin browsers may read from (repeatable), or `*`; none: no CORS headers.
+    #[arg(long = "cors-allowed-origin")]
+    cors_allowed_origins: Vec<String>,
+    /// The largest request body taken, at most the protocol's 32 MiB.
+    #[arg(long, default_value_t = 32 * 1024 * 1024)]
+    max_request_body_bytes: u64,
 }
 
 #[derive(Args, Default)]
@@ -117,7 +123,18 @@ fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
         cache_control: args.immutable_cache_control,
         read_origin: args.read_origin,
     };
-    let config = ursula_core::gateway::GatewayConfig { upstreams: args.upstreams, json_reads, workers, cache };
+    let config = ursula_core::gateway::GatewayConfig {
+        upstreams: args.upstreams,
+        json_reads,
+        workers,
+        cache,
+        cors: ursula_gateway::Cors::from_flags(&args.cors_allowed_origins),
+        max_request_bytes: args.max_request_body_bytes,
+    };
+    if let Err(e) = config.validate() {
+        eprintln!("ursula: {e}");
+        std::process::exit(2);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()

@@ -19,12 +19,17 @@ fn record(seq: u64) -> String {
     format!("g{seq:04}\n")
 }
 
-fn gateway(layout: &Layout) -> Node {
+fn gateway_args(layout: &Layout, extra: &[&str]) -> Vec<String> {
     let mut args = vec!["gateway".to_string(), "--listen".into(), "127.0.0.1:0".into()];
     for port in &layout.client {
         args.extend(["--upstream".into(), format!("http://127.0.0.1:{port}")]);
     }
-    Node::spawn(&args, None)
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}
+
+fn gateway(layout: &Layout) -> Node {
+    Node::spawn(&gateway_args(layout, &[]), None)
 }
 
 fn no_redirects() -> reqwest::Client {
@@ -147,4 +152,53 @@ async fn an_immutable_chunk_outlives_every_voter_in_the_gateway_cache() {
     let metrics = gw.get("/__ursula/gateway/metrics").send().await.json();
     assert!(metrics["immutable_cache_hits"].as_u64() >= Some(2), "{metrics}");
     assert!(metrics["immutable_cache_bytes"].as_u64() > Some(4 * 1024 * 1024), "{metrics}");
+}
+
+/// spec/08 "Cross-origin reads" and the gateway's request limit: CORS only
+/// for listed origins, never credentials, one preflight for every path; a
+/// lower `--max-request-body-bytes` is applied and advertised, and one above
+/// the protocol's 32 MiB refuses to start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_answers_cors_for_listed_origins_and_applies_its_body_limit() {
+    let layout = Layout::new(3, "gateway-cors", 4, Planes::Shared);
+    let voters: Vec<Node> = (0..3).map(|i| layout.start(i)).collect();
+    for v in &voters {
+        wait_ready(v).await;
+    }
+    let app = "https://app.example.com";
+    let listed =
+        Node::spawn(&gateway_args(&layout, &["--cors-allowed-origin", app, "--max-request-body-bytes", "1000"]), None);
+    let plain = gateway(&layout);
+    let path = "/gateway/cors";
+    listed.put(path).content_type(TEXT).send().await.expect(201);
+
+    let from_app = listed.get(&format!("{path}?offset=-1")).header("origin", app).send().await;
+    from_app
+        .expect(200)
+        .expect_header("access-control-allow-origin", app)
+        .expect_header("access-control-expose-headers", "*");
+    from_app.expect_no_header("access-control-allow-credentials");
+    let elsewhere = listed.get(&format!("{path}?offset=-1")).header("origin", "https://evil.example").send().await;
+    elsewhere.expect(200).expect_no_header("access-control-allow-origin");
+    let unlisted = plain.get(&format!("{path}?offset=-1")).header("origin", app).send().await;
+    unlisted.expect(200).expect_no_header("access-control-allow-origin");
+    // The preflight never looks at the resource: the same for any path.
+    let a = listed.request(reqwest::Method::OPTIONS, path).header("origin", app).send().await;
+    let b = listed.request(reqwest::Method::OPTIONS, "/private/none").header("origin", app).send().await;
+    assert_eq!(a.status, b.status);
+    for name in ["access-control-allow-origin", "access-control-allow-methods", "access-control-allow-headers"] {
+        assert_eq!(a.header(name), b.header(name), "{name}");
+    }
+    a.expect_header("access-control-allow-origin", app).expect_no_header("access-control-allow-credentials");
+
+    // The gateway's own limit: applied, named on the 413 and on HEAD.
+    let big = listed.post(path).content_type(TEXT).body("x".repeat(1001)).send().await;
+    big.expect(413).expect_header("ursula-max-request-bytes", "1000");
+    listed.head(path).send().await.expect(200).expect_header("ursula-max-request-bytes", "1000");
+    listed.post(path).content_type(TEXT).body("x".repeat(1000)).send().await.expect(204);
+
+    let (status, stderr) =
+        crate::support::run_to_exit(&gateway_args(&layout, &["--max-request-body-bytes", "33554433"]));
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("LimitAboveProtocol"), "{stderr}");
 }

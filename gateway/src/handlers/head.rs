@@ -10,7 +10,6 @@ use super::write::stream_headers;
 use crate::backend::Backend;
 use crate::error::ApiError;
 use crate::headers::{self, names};
-use crate::limits::MAX_REQUEST_BYTES;
 use crate::render::{self, Answer};
 
 pub async fn head<B: Backend>(shared: &Shared<B>, key: StreamKey, h: &HeaderMap) -> Result<Answer, ApiError> {
@@ -20,7 +19,7 @@ pub async fn head<B: Backend>(shared: &Shared<B>, key: StreamKey, h: &HeaderMap)
     let mut b = stream_headers(render::builder(StatusCode::OK), &info)
         .header(header::CACHE_CONTROL, "no-store")
         .header(names::STREAM_RETAINED_OFFSET, info.retained.to_string())
-        .header(names::URSULA_MAX_REQUEST_BYTES, MAX_REQUEST_BYTES.to_string());
+        .header(names::URSULA_MAX_REQUEST_BYTES, shared.options.request_limit().to_string());
     if let Some(snapshot) = info.snapshot {
         b = b
             .header(names::STREAM_SNAPSHOT_OFFSET, snapshot.offset.to_string())

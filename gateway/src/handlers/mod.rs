@@ -31,7 +31,6 @@ use ursula_stream::StreamKey;
 
 use crate::backend::{Backend, WriteRoute};
 use crate::error::ApiError;
-use crate::limits::MAX_REQUEST_BYTES;
 use crate::options::HttpOptions;
 use crate::render::{self, Answer};
 use crate::route::{Route, Sub, route};
@@ -55,13 +54,15 @@ where
         return hit;
     }
     let store_as = shared.cache.as_ref().and_then(|_| ImmutableCache::storable(&req));
+    let origin = req.headers().get(http::header::ORIGIN).cloned();
     let options = shared.clone();
     let mut answer = if req.method() == Method::OPTIONS {
         render::preflight()
     } else {
         dispatch(shared, req).await.unwrap_or_else(|e| render::error(&e, head))
     };
-    render::add_common_headers(&mut answer);
+    let origin = origin.as_ref().and_then(|o| o.to_str().ok());
+    render::add_common_headers(&mut answer, &options.options.cors, origin);
     let status = answer.status();
     if head || status == StatusCode::NOT_FOUND || status == StatusCode::SERVICE_UNAVAILABLE || status.is_redirection() {
         render::add_server_identity(&mut answer, &options.options.cluster_id);
@@ -178,7 +179,7 @@ const COPY_BODIES_UP_TO: usize = 1024 * 1024;
 
 /// Reads a request body up to the protocol limit, refusing from
 /// `Content-Length` before reading when it can.
-async fn read_body<T>(req: Request<T>) -> Result<Bytes, ApiError>
+async fn read_body<T>(req: Request<T>, limit: u64) -> Result<Bytes, ApiError>
 where
     T: http_body::Body<Data = Bytes> + Send + 'static,
     T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -188,18 +189,18 @@ where
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_REQUEST_BYTES) {
-        return Err(ApiError::RequestTooLarge);
+    if declared.is_some_and(|n| n > limit) {
+        return Err(ApiError::RequestTooLarge { limit });
     }
-    let limit = usize::try_from(MAX_REQUEST_BYTES).unwrap_or(usize::MAX);
-    match http_body_util::Limited::new(req.into_body(), limit).collect().await {
+    let max = usize::try_from(limit).unwrap_or(usize::MAX);
+    match http_body_util::Limited::new(req.into_body(), max).collect().await {
         // A small body arrives as a slice of the connection's read buffer;
         // stored as is, it would pin that whole buffer for the stream's life.
         Ok(collected) => {
             let bytes = collected.to_bytes();
             Ok(if bytes.len() <= COPY_BODIES_UP_TO { Bytes::copy_from_slice(&bytes) } else { bytes })
         }
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::RequestTooLarge),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::RequestTooLarge { limit }),
         Err(_) => Err(ApiError::BodyUnreadable),
     }
 }

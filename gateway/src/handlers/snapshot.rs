@@ -36,7 +36,7 @@ where
     }
     let content_type = headers::content_type(h)?.unwrap_or_else(ContentType::octet_stream);
     let expect = headers::incarnation(h)?;
-    let body = read_body(req).await?;
+    let body = read_body(req, shared.options.request_limit()).await?;
     let digest = SnapshotDigest::of(&content_type, &body);
     let ok =
         shared.backend.publish_snapshot(PublishSnapshot { key, offset, content_type, body, digest, expect }).await?;
