@@ -8,7 +8,7 @@
 #        (cd conformance && npm ci)
 # Usage: loadtest/bench.sh [OUT] [TARGET...]
 #   TARGET: append32 append8 fanout catchup idle (issue 4), raft8 raft32 (issue 5),
-#           cluster8 cluster32 (issue 6)
+#           cluster8 cluster32 (issue 6), gateway8 gwcatchup gwchunks (issue 8)
 # URSULA_BIN and LOADTEST_BIN override the binaries (e.g. copies of a build
 # that later builds must not replace mid-run).
 set -euo pipefail
@@ -17,7 +17,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 out="${1:-$root/target/bench}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(append32 append8 fanout catchup idle raft8 raft32 cluster8 cluster32)
+[ ${#targets[@]} -gt 0 ] || targets=(append32 append8 fanout catchup idle raft8 raft32 cluster8 cluster32 gateway8 gwcatchup gwchunks)
 mkdir -p "$out"
 lt="${LOADTEST_BIN:-$root/target/release/ursula-loadtest}"
 ursula="${URSULA_BIN:-$root/target/release/ursula}"
@@ -130,6 +130,53 @@ run_cluster() {
   pids=()
 }
 
+# start_gateway LABEL CLUSTER_DIR [ARGS...]: `ursula gateway` in front of the
+# cluster's voters; sets last_url, last_pid.
+start_gateway() {
+  local label="$1" dir="$2"; shift 2
+  local ups=()
+  while read -r u; do ups+=(--upstream "$u"); done <"$dir/urls"
+  "$ursula" gateway --listen 127.0.0.1:0 "${ups[@]}" "$@" >"$out/$label.log" 2>&1 &
+  last_pid=$!
+  pids+=("$last_pid")
+  last_url=$(wait_url "$out/$label.log" "ursula gateway listening on")
+}
+
+# run_gateway NAME LABEL_A GW_ARGS_A LABEL_B GW_ARGS_B SCENARIO...: two
+# servers in front of one three-voter cluster, compared in one run. A
+# label "direct" is node 1's client plane (every group's first leader);
+# any other label is a gateway started with its GW_ARGS.
+run_gateway() {
+  local name="$1"; shift
+  rm -rf "$out/cluster-$name"
+  "$root/scripts/cluster-up.sh" "$ursula" "$out/cluster-$name"
+  local urls=() labels=() args=() i
+  for i in 1 2; do
+    local label="$1" gw="$2"; shift 2
+    if [ "$label" = direct ]; then
+      urls+=("$(head -n 1 "$out/cluster-$name/urls")")
+      args+=(--server-pid "$(head -n 1 "$out/cluster-$name/pids")")
+    else
+      # shellcheck disable=SC2086
+      start_gateway "$name-$label" "$out/cluster-$name" $gw
+      urls+=("$last_url"); args+=(--server-pid "$last_pid")
+    fi
+    labels+=("$label")
+  done
+  sleep 1
+  local cmd=("$lt" compare
+    --url "${urls[0]}" --path-template '/bench/{name}' --label "${labels[0]}" "${args[0]}" "${args[1]}"
+    --url "${urls[1]}" --path-template '/bench/{name}' --label "${labels[1]}" "${args[2]}" "${args[3]}"
+    --json "$out/$name.json" "$@")
+  echo "== $name: ${cmd[*]}" | tee "$out/$name.txt"
+  "${cmd[@]}" 2>&1 | tee -a "$out/$name.txt"
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  # shellcheck disable=SC2046
+  kill $(cat "$out/cluster-$name/pids") 2>/dev/null || true
+  wait 2>/dev/null || true
+  pids=()
+}
+
 for t in "${targets[@]}"; do
   case "$t" in
     append32) run append32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
@@ -147,6 +194,13 @@ for t in "${targets[@]}"; do
     # Issue 6: three voters on loopback against a single durable node.
     cluster8) run_cluster cluster8 append --streams 8 --writers 8 --bytes 256 --duration 5 --rounds 3 ;;
     cluster32) run_cluster cluster32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
+    # Issue 8: through a gateway against straight to the leaders, and the
+    # gateway's immutable-read cache against the same gateway without it.
+    gateway8) run_gateway gateway8 direct "" gateway "" \
+      append --streams 8 --writers 8 --bytes 256 --duration 5 --rounds 3 ;;
+    gwcatchup) run_gateway gwcatchup direct "" gateway "" catchup --mib 64 --passes 4 --rounds 3 ;;
+    gwchunks) run_gateway gwchunks uncached "--immutable-cache-bytes 0" cached "" \
+      catchup --chunks --mib 64.5 --readers 4 --passes 4 --rounds 3 ;;
     *) echo "unknown target $t" >&2; exit 1 ;;
   esac
 done

@@ -1,6 +1,9 @@
 //! `catchup`: setup writes M MiB into one stream in large appends; each round
 //! reads it back from the start, following `Stream-Next-Offset` until
 //! `Stream-Up-To-Date`, with R readers at once, and checks the byte count.
+//! With `--chunks` the readers fetch the stream's immutable chunk URLs
+//! (`{stream}/incarnation/{token}/chunk/{offset}`, extensions §4) instead,
+//! which a gateway's cache may answer.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,19 +44,24 @@ pub struct CatchupArgs {
     /// Seconds a round may take before its readers stop.
     #[arg(long, default_value_t = 60.0)]
     pub timeout: f64,
+    /// Read the immutable chunk URLs instead of `?offset=` reads.
+    #[arg(long)]
+    pub chunks: bool,
 }
 
 impl CatchupArgs {
     pub fn params(&self) -> Value {
         json!({
             "mib": self.mib, "chunk_kib": self.chunk_kib, "writers": self.writers, "readers": self.readers,
-            "passes": self.passes,
+            "passes": self.passes, "chunks": self.chunks,
         })
     }
 }
 
 pub struct State {
     name: String,
+    /// `Stream-Incarnation`, the token of the chunk URLs.
+    token: String,
     /// Bytes the stream holds.
     bytes: u64,
 }
@@ -101,7 +109,10 @@ pub async fn setup(a: &CatchupArgs, ctx: &Ctx, t: &Target, sample: &mut Sample) 
         sample.add(&format!("err:write-{kind}"), n);
     }
     anyhow::ensure!(written > 0, "{}: no append of the setup succeeded", t.label);
-    Ok(State { name, bytes: written })
+    let (status, headers, _) = conn.call(conn.request(Method::HEAD, t.uri(&name, ""), Bytes::new())).await?;
+    anyhow::ensure!(status.is_success(), "{}: HEAD {name} answered {status}", t.label);
+    let token = header_str(&headers, "stream-incarnation").unwrap_or_default().to_string();
+    Ok(State { name, token, bytes: written })
 }
 
 struct ReaderOut {
@@ -112,14 +123,35 @@ struct ReaderOut {
     complete: bool,
 }
 
-async fn read_all(t: Target, name: String, expected: u64, max_requests: u64, deadline: Instant) -> ReaderOut {
+/// How a reader names the next read: a catch-up query, or a chunk URL.
+#[derive(Clone)]
+enum Reads {
+    Offsets,
+    Chunks { token: String },
+}
+
+async fn read_all(
+    t: Target,
+    name: String,
+    reads: Reads,
+    expected: u64,
+    max_requests: u64,
+    deadline: Instant,
+) -> ReaderOut {
     let mut out =
         ReaderOut { bytes: 0, requests: 0, hist: Latency::new(), outcomes: Outcomes::default(), complete: false };
     let mut conn = t.conn();
-    let mut offset = String::from("-1");
+    let mut offset = match reads {
+        Reads::Offsets => String::from("-1"),
+        Reads::Chunks { .. } => format!("{:020}", 0),
+    };
     while out.requests < max_requests && Instant::now() < deadline {
         let sent = Instant::now();
-        let req = conn.request(Method::GET, t.uri(&name, &format!("offset={offset}")), Bytes::new());
+        let uri = match &reads {
+            Reads::Offsets => t.uri(&name, &format!("offset={offset}")),
+            Reads::Chunks { token } => t.uri(&format!("{name}/incarnation/{token}/chunk/{offset}"), ""),
+        };
+        let req = conn.request(Method::GET, uri, Bytes::new());
         out.requests += 1;
         let Ok(Ok((status, headers, n))) = tokio::time::timeout_at(deadline.into(), conn.call(req)).await else {
             out.outcomes.io += 1;
@@ -130,7 +162,9 @@ async fn read_all(t: Target, name: String, expected: u64, max_requests: u64, dea
         }
         out.hist.record(sent.elapsed().as_micros() as u64);
         out.bytes += n;
-        let up_to_date = header_str(&headers, "stream-up-to-date") == Some("true");
+        // A chunk answer past the full chunks is the open tail: the last one.
+        let last_chunk = matches!(reads, Reads::Chunks { .. }) && header_str(&headers, "stream-immutable").is_none();
+        let up_to_date = header_str(&headers, "stream-up-to-date") == Some("true") || last_chunk;
         let Some(next) = header_str(&headers, "stream-next-offset") else { break };
         let stuck = n == 0 && next == offset;
         offset.clear();
@@ -149,10 +183,11 @@ pub async fn round(a: &CatchupArgs, t: &Target, st: &State) -> anyhow::Result<Sa
     let tasks: Vec<_> = (0..a.readers)
         .map(|_| {
             let (t, name, bytes, max, passes) = (t.clone(), st.name.clone(), st.bytes, a.max_requests, a.passes.max(1));
+            let reads = if a.chunks { Reads::Chunks { token: st.token.clone() } } else { Reads::Offsets };
             tokio::spawn(async move {
                 let mut all = Vec::new();
                 for _ in 0..passes {
-                    all.push(read_all(t.clone(), name.clone(), bytes, max, deadline).await);
+                    all.push(read_all(t.clone(), name.clone(), reads.clone(), bytes, max, deadline).await);
                 }
                 all
             })

@@ -196,10 +196,12 @@ pub async fn run(
     let mut states = Vec::new();
     let mut totals = Vec::new();
     let mut setups = Vec::new();
-    for t in targets {
+    for (i, t) in targets.iter().enumerate() {
         let mut setup = Sample::default();
         eprintln!("[{}] {}: setup", scenario.name(), t.label);
-        let state = scenario.setup(ctx, t, &mut setup).await?;
+        // Stream names per target: two targets may front the same cluster.
+        let own = Ctx { run_id: format!("{}-t{i}", ctx.run_id) };
+        let state = scenario.setup(&own, t, &mut setup).await?;
         states.push(state);
         totals.push(setup.clone());
         setups.push(setup);
