@@ -299,6 +299,32 @@ async fn acknowledged_appends_survive_partitions_and_kills_and_reads_stay_linear
     eprintln!("{last} appends acknowledged, {} linearizable reads checked", h.reads.len());
 }
 
+/// Sends producer write `seq` of `path` to each node in turn, creating the
+/// stream first, until one takes it itself (no redirect followed): returns
+/// that node, the group's leader.
+async fn land(http: &reqwest::Client, urls: &[String], path: &str, seq: u64) -> usize {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        for (i, url) in urls.iter().enumerate() {
+            let _ = http.put(format!("{url}{path}")).header("content-type", TEXT).send().await;
+            let sent = http
+                .post(format!("{url}{path}"))
+                .header("content-type", TEXT)
+                .header("producer-id", "p")
+                .header("producer-epoch", "0")
+                .header("producer-seq", seq.to_string())
+                .body(record(seq))
+                .send()
+                .await;
+            if sent.is_ok_and(|r| r.status().is_success()) {
+                return i;
+            }
+        }
+        assert!(Instant::now() < deadline, "no leader took write {seq} of {path}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// extensions §5.7: a leader that proposed a write and then lost its
 /// leadership answers `503 OUTCOME_UNKNOWN`, never a redirect or
 /// `NO_LEADER`; repeating the write with its producer key is definite.
@@ -314,27 +340,8 @@ async fn a_write_its_leader_could_not_commit_answers_outcome_unknown_and_its_rep
         reqwest::Client::builder().no_proxy().redirect(policy).timeout(Duration::from_secs(30)).build().expect("client")
     };
     let http = patient();
-    let deadline = Instant::now() + PATIENCE;
     // Create, then find the group's leader: the node that takes a write itself.
-    let leader = 'found: loop {
-        for (i, url) in urls.iter().enumerate() {
-            let _ = http.put(format!("{url}{U}")).header("content-type", TEXT).send().await;
-            let sent = http
-                .post(format!("{url}{U}"))
-                .header("content-type", TEXT)
-                .header("producer-id", "p")
-                .header("producer-epoch", "0")
-                .header("producer-seq", "0")
-                .body(record(0))
-                .send()
-                .await;
-            if sent.is_ok_and(|r| r.status().is_success()) {
-                break 'found i;
-            }
-        }
-        assert!(Instant::now() < deadline, "no leader took a write");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let leader = land(&http, &urls, U, 0).await;
     let witness = (leader + 1) % VOTERS;
     let head = http.head(format!("{}{U}", urls[witness])).send().await.expect("HEAD");
     let group = head.headers().get("x-ursula-raft-group").and_then(|v| v.to_str().ok()).expect("a redirect").to_owned();
@@ -377,25 +384,7 @@ async fn a_write_its_leader_could_not_commit_answers_outcome_unknown_and_its_rep
     let body: serde_json::Value = serde_json::from_str(&text).expect("a JSON error body");
     assert_eq!(body["error"]["code"], "OUTCOME_UNKNOWN", "{body}");
     // The repeat (same key and body) is definite wherever the leader is now.
-    let deadline = Instant::now() + PATIENCE;
-    'repeat: loop {
-        for url in &urls {
-            let sent = http
-                .post(format!("{url}{U}"))
-                .header("content-type", TEXT)
-                .header("producer-id", "p")
-                .header("producer-epoch", "0")
-                .header("producer-seq", "1")
-                .body(record(1))
-                .send()
-                .await;
-            if sent.is_ok_and(|r| r.status().is_success()) {
-                break 'repeat;
-            }
-        }
-        assert!(Instant::now() < deadline, "the repeat never landed");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    land(&http, &urls, U, 1).await;
     // Through the old leader, following its redirect to the new one.
     let read = client().get(format!("{}{U}?offset=-1&consistency=leader", urls[leader])).send().await.expect("read");
     assert_eq!(read.text().await.expect("text"), format!("{}{}", record(0), record(1)), "exactly once");
@@ -413,18 +402,7 @@ async fn a_lagging_follower_confirms_its_tail_through_the_leader() {
     let policy = || reqwest::redirect::Policy::none();
     let http = reqwest::Client::builder().no_proxy().redirect(policy()).timeout(Duration::from_secs(20)).build();
     let http = http.expect("client");
-    let deadline = Instant::now() + PATIENCE;
-    let leader = 'found: loop {
-        for (i, url) in urls.iter().enumerate() {
-            let _ = http.put(format!("{url}{L}")).header("content-type", TEXT).send().await;
-            let sent = http.post(format!("{url}{L}")).header("content-type", TEXT).body(record(0)).send().await;
-            if sent.is_ok_and(|r| r.status().is_success()) {
-                break 'found i;
-            }
-        }
-        assert!(Instant::now() < deadline, "no leader took a write");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let leader = land(&http, &urls, L, 0).await;
     let follower = (leader + 1) % VOTERS;
     // The follower holds record 0 before its replication is cut.
     let deadline = Instant::now() + PATIENCE;
