@@ -4,6 +4,9 @@
 # another node leads are redirected; conformance/redirect-proxy.mjs sits in
 # front of node 1 and follows the 307s (Node's fetch cannot resend a body).
 #
+# With FRONT=gateway, `ursula gateway` stands in front of all three voters
+# instead (scripts/conformance-gateway.sh).
+#
 #   scripts/conformance-cluster.sh BIN [--mode ndjson|array]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,15 +23,26 @@ cleanup() {
 trap cleanup EXIT
 
 scripts/cluster-up.sh "$bin" "$dir/cluster"
-node1="$(head -n 1 "$dir/cluster/urls")"
-node conformance/redirect-proxy.mjs "$node1" 0 >"$dir/proxy.log" 2>&1 &
+if [ "${FRONT:-proxy}" = gateway ]; then
+  # `ursula gateway` follows the leader hints itself: no client sees a 307.
+  upstreams=()
+  while read -r url; do upstreams+=(--upstream "$url"); done <"$dir/cluster/urls"
+  mode=ndjson
+  [ "${1:-}" = --mode ] && mode="${2:-ndjson}"
+  "$bin" gateway --listen 127.0.0.1:0 --json-reads "$mode" --cors-allowed-origin "*" "${upstreams[@]}" \
+    >"$dir/front.log" 2>&1 &
+  ready="ursula gateway listening on"
+else
+  node conformance/redirect-proxy.mjs "$(head -n 1 "$dir/cluster/urls")" 0 >"$dir/front.log" 2>&1 &
+  ready="redirect proxy listening on"
+fi
 pids+=($!)
-proxy=""
-for _ in $(seq 1 100); do
-  proxy="$(sed -n 's/^redirect proxy listening on //p' "$dir/proxy.log")"
-  [ -n "$proxy" ] && break
+front=""
+for _ in $(seq 1 150); do
+  front="$(sed -n "s/^$ready //p" "$dir/front.log")"
+  [ -n "$front" ] && break
   sleep 0.1
 done
-[ -n "$proxy" ] || { echo "the redirect proxy did not start" >&2; cat "$dir/proxy.log" >&2; exit 1; }
+[ -n "$front" ] || { echo "the front ($ready) did not start" >&2; cat "$dir/front.log" >&2; exit 1; }
 
-conformance/run.sh "$proxy" "$@"
+conformance/run.sh "$front" "$@"
