@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the project, as .ci/run does: formatting, lints, the
 # unit, property and integration tests of the workspace (the node's
-# integration suite twice: on the in-memory engine and on the Raft engine
-# over a disk WAL), then the official Durable Streams conformance suite
+# integration suite three times: on the in-memory engine, on the Raft engine
+# over a disk WAL, and through a gateway in front of three voters), then the official Durable Streams conformance suite
 # against the real server, once per JSON read mode on the in-memory engine
 # (array: every non-fork test; ndjson: the spec's form, with the array-only
 # tests excluded by name in conformance/exclusions-ndjson.txt), once on the
@@ -24,6 +24,12 @@ cargo test --workspace --locked
 
 step "node integration tests on the Raft engine (disk WAL)"
 URSULA_TEST_ENGINE=raft cargo test -p ursula-core --test it --locked
+
+step "node integration tests through ursula gateway in front of three voters"
+# Each test's node is a gateway with three voters of its own; the modules
+# that start their own clusters or restart nodes already ran above.
+URSULA_TEST_ENGINE=gateway cargo test -p ursula-core --test it --locked -- \
+  --skip durability:: --skip cluster --skip gateway:: --skip stream_plane::
 
 step "conformance suite"
 cargo build --bin ursula --locked

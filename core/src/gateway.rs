@@ -45,6 +45,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let upstreams = Arc::new(Upstreams::discover(config.upstreams).await?);
+    tokio::spawn(upstreams.clone().probe_forever());
     let options = HttpOptions {
         json_reads: config.json_reads,
         cluster_id: upstreams.cluster_id.clone(),

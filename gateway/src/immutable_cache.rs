@@ -62,7 +62,11 @@ impl ImmutableCache {
     /// The cached answer to a `GET` or `HEAD` of an immutable URL.
     pub fn lookup<T>(&self, req: &Request<T>) -> Option<Answer> {
         let head = req.method() == Method::HEAD;
-        if !(head || req.method() == Method::GET) || req.uri().query().is_some() {
+        // A range is answered (206) by the voters: the cache keeps whole bodies.
+        if !(head || req.method() == Method::GET)
+            || req.uri().query().is_some()
+            || req.headers().contains_key(header::RANGE)
+        {
             return None;
         }
         let Some(entry) = self.entries.get(&key_of(req)) else {

@@ -168,11 +168,17 @@ impl Backend for GatewayBackend {
         m.insert("routing_hops".into(), s.hops.load(Relaxed).into());
         m.insert("upstream_errors".into(), s.upstream_errors.load(Relaxed).into());
         m.insert("routing_exhausted".into(), s.exhausted.load(Relaxed).into());
+        let health = &self.upstreams.health;
+        m.insert("upstream_ejections".into(), health.ejections.load(Relaxed).into());
+        m.insert("upstream_ejected".into(), health.ejected_now(std::time::Instant::now()).into());
         m
     }
 
     fn readiness(&self) -> Readiness {
-        Readiness::Ready
+        match self.upstreams.readiness() {
+            Ok(()) => Readiness::Ready,
+            Err(reason) => Readiness::Unready(reason),
+        }
     }
 
     /// A ReadIndex round on the group's leader, where the read then goes.

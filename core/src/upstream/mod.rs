@@ -8,8 +8,10 @@
 //!
 //! Module map:
 //! - `backend`: `GatewayBackend`, the HTTP layer's `Backend` over these calls.
+//! - `health`: ejection windows of upstreams that do not answer.
 
 pub mod backend;
+pub mod health;
 
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -29,6 +31,12 @@ const HOP_WINDOW: Duration = Duration::from_secs(5);
 const MAX_MESSAGE: usize = 64 * 1024 * 1024;
 /// How long the gateway waits for the voters at startup.
 const DISCOVERY_WAIT: Duration = Duration::from_secs(30);
+/// How often every upstream is asked to `Describe` the cluster, which keeps
+/// leaders fresh and brings an ejected upstream back once it answers.
+const PROBE_INTERVAL: Duration = Duration::from_millis(500);
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// The gateway is ready while some upstream answered within this.
+const READY_WITHIN: Duration = Duration::from_secs(5);
 
 pub type Client = StreamServiceClient<Channel>;
 
@@ -40,6 +48,7 @@ pub struct Upstreams {
     /// Per group: the index of the upstream that led it last.
     leaders: RwLock<Vec<Option<usize>>>,
     pub stats: Arc<RouteStats>,
+    pub health: health::Health,
 }
 
 /// What `/__ursula/gateway/metrics` reports of routing.
@@ -108,7 +117,9 @@ impl Upstreams {
                     group_count: d.group_count,
                     leaders: RwLock::new(vec![None; d.group_count as usize]),
                     stats,
+                    health: health::Health::new(urls.len()),
                 };
+                up.health.answered(i, Instant::now());
                 up.learn(&d);
                 tracing::info!(upstream = %urls[i], cluster_id = %d.cluster_id, groups = d.group_count, "found the cluster");
                 return Ok(up);
@@ -116,6 +127,45 @@ impl Upstreams {
             anyhow::ensure!(Instant::now() < deadline, "no --upstream answered within {DISCOVERY_WAIT:?}");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// Asks every upstream to `Describe` the cluster, forever: an answer
+    /// refreshes the leaders it names and the upstream's health.
+    pub async fn probe_forever(self: Arc<Self>) {
+        loop {
+            tokio::time::sleep(PROBE_INTERVAL).await;
+            let probes = self.clients.iter().enumerate().map(|(i, client)| {
+                let mut c = client.clone();
+                let up = self.clone();
+                async move {
+                    let asked = tokio::time::timeout(PROBE_TIMEOUT, c.describe(pb::DescribeRequest::default())).await;
+                    match asked {
+                        Ok(Ok(reply)) => {
+                            up.health.answered(i, Instant::now());
+                            let d = reply.into_inner();
+                            if d.failure.is_none() && d.cluster_id == up.cluster_id {
+                                up.learn(&d);
+                            }
+                        }
+                        _ => up.health.failed(i, Instant::now()),
+                    }
+                }
+            });
+            futures_util::future::join_all(probes).await;
+        }
+    }
+
+    /// `/__ursula/ready` of the gateway: some upstream answers, and every
+    /// group has a known leader.
+    pub fn readiness(&self) -> Result<(), &'static str> {
+        if !self.health.any_answered(Instant::now(), READY_WITHIN) {
+            return Err("upstreams_unreachable");
+        }
+        let leaders = self.leaders.read().unwrap_or_else(|p| p.into_inner());
+        if leaders.iter().any(Option::is_none) {
+            return Err("leader_unknown");
+        }
+        Ok(())
     }
 
     /// Records the leaders a `Describe` names.
@@ -152,6 +202,16 @@ impl Upstreams {
         }
     }
 
+    /// The first upstream after `from` (or `from` itself when `including`)
+    /// not yet tried, preferring ones not ejected; `from` when all were tried.
+    fn next_untried(&self, from: usize, tried: &[bool], including: bool) -> usize {
+        let n = self.clients.len();
+        let now = Instant::now();
+        let start = if including { 0 } else { 1 };
+        let order = || (start..start + n).map(|d| (from + d) % n).filter(|i| !tried[*i]);
+        order().find(|i| !self.health.is_ejected(*i, now)).or_else(|| order().next()).unwrap_or(from)
+    }
+
     /// Calls `f` on the leader of `key`'s group, following hints. `resend`
     /// says whether a call that may have reached a voter may go again
     /// (reads), or not (writes).
@@ -165,7 +225,7 @@ impl Upstreams {
         let group = group_of(key, self.group_count).0 as usize;
         let n = self.clients.len();
         let mut tried = vec![false; n];
-        let mut at = self.leader_of(group).unwrap_or(group % n);
+        let mut at = self.leader_of(group).unwrap_or_else(|| self.next_untried(group % n, &vec![false; n], true));
         let started = Instant::now();
         for hop in 0..=MAX_HOPS {
             if hop > 0 {
@@ -175,8 +235,16 @@ impl Upstreams {
                 }
             }
             tried[at] = true;
-            let next_untried = |from: usize, tried: &[bool]| (1..=n).map(|d| (from + d) % n).find(|i| !tried[*i]);
-            match f(self.clients[at].clone()).await {
+            let next_untried = |from: usize, tried: &[bool]| {
+                let next = self.next_untried(from, tried, false);
+                (!tried[next]).then_some(next)
+            };
+            let outcome = f(self.clients[at].clone()).await;
+            match &outcome {
+                Err(CallError::Unreached(_) | CallError::Broken(_)) => self.health.failed(at, Instant::now()),
+                _ => self.health.answered(at, Instant::now()),
+            }
+            match outcome {
                 Ok(value) => {
                     self.set_leader(group, Some(at));
                     return Ok(value);

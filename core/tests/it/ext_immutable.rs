@@ -456,11 +456,14 @@ async fn ext_4_3_a_superseded_immutable_snapshot_answers_404() {
     node.publish(S, &offset(5), TEXT, "first").await;
     node.get(&isnap(&token, 5)).send().await.expect(200);
     node.publish(S, &offset(11), TEXT, "second").await;
-    node.get(&isnap(&token, 5))
-        .send()
-        .await
-        .expect_error(404, "SNAPSHOT_NOT_FOUND")
-        .expect_header("stream-incarnation", &token);
+    let superseded = node.get(&isnap(&token, 5)).send().await;
+    if crate::support::through_gateway() {
+        // A layer in front may keep serving a marked answer (§4.4): the
+        // gateway's cache still has the snapshot's unchanged bytes.
+        assert_eq!(superseded.expect(200).text(), "first");
+        return;
+    }
+    superseded.expect_error(404, "SNAPSHOT_NOT_FOUND").expect_header("stream-incarnation", &token);
 }
 
 /// §4.4: "An Ursula node never sends `Stream-Read-Origin`."

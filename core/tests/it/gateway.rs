@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::cluster::wait_ready;
 use crate::support::Node;
-use crate::support::cluster::{Layout, Planes};
+use crate::support::cluster::{Layout, Planes, gateway_args};
 
 const S: &str = "/gateway/log";
 const TEXT: &str = "text/plain";
@@ -17,15 +17,6 @@ const PATIENCE: Duration = Duration::from_secs(60);
 
 fn record(seq: u64) -> String {
     format!("g{seq:04}\n")
-}
-
-fn gateway_args(layout: &Layout, extra: &[&str]) -> Vec<String> {
-    let mut args = vec!["gateway".to_string(), "--listen".into(), "127.0.0.1:0".into()];
-    for port in &layout.client {
-        args.extend(["--upstream".into(), format!("http://127.0.0.1:{port}")]);
-    }
-    args.extend(extra.iter().map(|a| a.to_string()));
-    args
 }
 
 fn gateway(layout: &Layout) -> Node {

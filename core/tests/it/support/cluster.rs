@@ -86,3 +86,25 @@ impl Layout {
         Node::spawn(&self.args(i), None)
     }
 }
+
+/// An `ursula gateway` started with `extra`, in front of three fresh voters
+/// (the voters live as long as the returned node), answering once the
+/// gateway reports ready.
+pub fn gateway_over_voters(extra: &[&str]) -> Node {
+    let layout = Layout::new(3, "gateway-suite", 4, Planes::Shared);
+    let voters: Vec<Node> = (0..layout.voters()).map(|i| layout.start(i)).collect();
+    let mut gateway = Node::spawn(&gateway_args(&layout, extra), None);
+    gateway.wait_ready_blocking();
+    gateway.keep_voters(voters, layout);
+    gateway
+}
+
+/// `ursula gateway` arguments with one `--upstream` per voter of `layout`.
+pub fn gateway_args(layout: &Layout, extra: &[&str]) -> Vec<String> {
+    let mut args = vec!["gateway".to_string(), "--listen".into(), "127.0.0.1:0".into()];
+    for port in &layout.client {
+        args.extend(["--upstream".into(), format!("http://127.0.0.1:{port}")]);
+    }
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}

@@ -62,6 +62,12 @@ pub fn offset(n: u64) -> String {
     format!("{n:020}")
 }
 
+/// Whether `Node::start` puts a gateway in front of three voters
+/// (`URSULA_TEST_ENGINE=gateway`).
+pub fn through_gateway() -> bool {
+    std::env::var("URSULA_TEST_ENGINE").is_ok_and(|e| e == "gateway")
+}
+
 // ---------------------------------------------------------------------------
 // Node
 // ---------------------------------------------------------------------------
@@ -72,6 +78,9 @@ pub struct Node {
     child: Child,
     /// The WAL of a node on the Raft engine, removed with the node.
     _data: Option<tempfile::TempDir>,
+    /// With `URSULA_TEST_ENGINE=gateway`: the voters behind this gateway.
+    _voters: Vec<Node>,
+    _layout: Option<cluster::Layout>,
     base: String,
     addr: String,
     stderr: Arc<Mutex<Vec<u8>>>,
@@ -88,7 +97,12 @@ impl Node {
     /// A node with extra `ursula server` arguments, e.g. `["--json-reads", "array"]`.
     /// With `URSULA_TEST_ENGINE=raft` it runs the Raft engine on a WAL in a
     /// temporary directory (`scripts/test-all.sh` runs the suite both ways).
+    /// With `URSULA_TEST_ENGINE=gateway` it is an `ursula gateway` (given
+    /// `extra`) in front of three voters of their own.
     pub fn start_with(extra: &[&str]) -> Node {
+        if through_gateway() {
+            return cluster::gateway_over_voters(extra);
+        }
         let raft = std::env::var("URSULA_TEST_ENGINE").is_ok_and(|e| e == "raft");
         let data = raft.then(|| tempfile::tempdir().expect("a WAL directory"));
         let mut args: Vec<String> = vec!["server".into(), "--listen".into(), "127.0.0.1:0".into()];
@@ -169,7 +183,35 @@ impl Node {
         };
 
         let client = reqwest::Client::builder().no_proxy().build().expect("building the HTTP client");
-        Node { child, _data: data, base: format!("http://{addr}"), addr, stderr, stderr_reader, client }
+        let base = format!("http://{addr}");
+        Node { child, _data: data, _voters: Vec::new(), _layout: None, base, addr, stderr, stderr_reader, client }
+    }
+
+    /// Keeps the voters behind a gateway (and their files) alive with it.
+    fn keep_voters(&mut self, voters: Vec<Node>, layout: cluster::Layout) {
+        self._voters = voters;
+        self._layout = Some(layout);
+    }
+
+    /// Polls `/__ursula/ready` until it answers `200`, without a runtime
+    /// (nodes start from synchronous code too).
+    fn wait_ready_blocking(&self) {
+        use std::io::Write as _;
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            let ready = std::net::TcpStream::connect(&self.addr).ok().and_then(|mut tcp| {
+                let request = format!("GET /__ursula/ready HTTP/1.0\r\nHost: {}\r\n\r\n", self.addr);
+                tcp.write_all(request.as_bytes()).ok()?;
+                let mut answer = String::new();
+                tcp.read_to_string(&mut answer).ok()?;
+                Some(answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200"))
+            });
+            if ready == Some(true) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{} did not become ready within {START_TIMEOUT:?}", self.base);
+            thread::sleep(Duration::from_millis(50));
+        }
     }
 
     pub fn url(&self, path_and_query: &str) -> String {
