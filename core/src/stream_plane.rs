@@ -249,6 +249,7 @@ impl<E: GroupEngine> StreamService for StreamPlane<E> {
                 offset: Offset(req.offset),
                 query,
                 timeout: Duration::from_millis(req.timeout_ms),
+                positions_only: req.positions_only,
                 done: false,
             })
         })();
@@ -291,6 +292,7 @@ struct Watch<E> {
     offset: Offset,
     query: ReadQuery,
     timeout: Duration,
+    positions_only: bool,
     done: bool,
 }
 
@@ -309,7 +311,11 @@ impl<E: GroupEngine> Watch<E> {
                 self.done = true;
                 return Event::Failure(f);
             }
-            let query = ReadQuery { from: ReadFrom::At(self.offset), ..self.query };
+            let mut query = ReadQuery { from: ReadFrom::At(self.offset), ..self.query };
+            if self.positions_only {
+                // Everything up to the tail at once: only its position travels.
+                query.max_bytes = ursula_gateway::limits::MAX_RESPONSE_BYTES;
+            }
             let view = match self.backend.read(self.key.clone(), query).await {
                 Ok(view) => view,
                 // Refused by a replacement whose tail is short of the cursor.
@@ -326,11 +332,15 @@ impl<E: GroupEngine> Watch<E> {
             if !view.is_empty() || view.closed_at_end {
                 self.offset = view.next;
                 self.done = view.closed_at_end;
+                let mut view = view;
+                if self.positions_only {
+                    view.chunks.clear();
+                }
                 return Event::Data(wire::read_chunk(view));
             }
             match self.backend.wait(self.key.clone(), self.incarnation, self.offset, self.timeout).await {
                 Ok(WaitOutcome::Changed) => continue,
-                Ok(WaitOutcome::TimedOut) => {
+                Ok(WaitOutcome::TimedOut | WaitOutcome::Ended) => {
                     self.done = true;
                     return Event::TimedOut(pb::TimedOut {});
                 }

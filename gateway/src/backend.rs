@@ -48,6 +48,10 @@ pub enum WaitOutcome {
     /// The stream changed: new bytes, closure, deletion or replacement.
     Changed,
     TimedOut,
+    /// The live read behind the wait ended (a gateway's upstream leader
+    /// changed): an SSE session ends cleanly and its client resumes from
+    /// its last `streamNextOffset`; a long-poll waits again.
+    Ended,
 }
 
 /// Where a write to a stream must go (extensions §5.7), decided before

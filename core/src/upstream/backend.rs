@@ -12,9 +12,8 @@ use serde::de::DeserializeOwned;
 use ursula_gateway::wire::{self, pb};
 use ursula_gateway::{Backend, BackendError, Readiness, WaitOutcome};
 use ursula_stream::{
-    AdvanceRetention, AppendOk, AppendStream, BootstrapView, Boundary, CreateOk, CreateStream, DeleteStream,
-    Incarnation, Offset, PublishSnapshot, ReadFrom, ReadQuery, ReadView, SnapshotOk, SnapshotView, StreamInfo,
-    StreamKey,
+    AdvanceRetention, AppendOk, AppendStream, BootstrapView, CreateOk, CreateStream, DeleteStream, Incarnation, Offset,
+    PublishSnapshot, ReadQuery, ReadView, SnapshotOk, SnapshotView, StreamInfo, StreamKey,
 };
 
 use super::{CallError, Client, Upstreams};
@@ -168,6 +167,10 @@ impl Backend for GatewayBackend {
         m.insert("routing_hops".into(), s.hops.load(Relaxed).into());
         m.insert("upstream_errors".into(), s.upstream_errors.load(Relaxed).into());
         m.insert("routing_exhausted".into(), s.exhausted.load(Relaxed).into());
+        let w = &self.upstreams.watches;
+        m.insert("live_readers".into(), w.live_readers.load(Relaxed).into());
+        m.insert("upstream_watches".into(), w.upstream_watches.load(Relaxed).into());
+        m.insert("shared_watch_waits".into(), w.shared_waits.load(Relaxed).into());
         let health = &self.upstreams.health;
         m.insert("upstream_ejections".into(), health.ejections.load(Relaxed).into());
         m.insert("upstream_ejected".into(), health.ejected_now(std::time::Instant::now()).into());
@@ -193,7 +196,7 @@ impl Backend for GatewayBackend {
         self.read_view(&key, query).await
     }
 
-    /// One upstream watch on the leader, ended by its first event.
+    /// Waits on the stream's shared upstream watch.
     async fn wait(
         &self,
         key: StreamKey,
@@ -201,38 +204,6 @@ impl Backend for GatewayBackend {
         offset: Offset,
         timeout: Duration,
     ) -> Result<WaitOutcome, BackendError> {
-        let query = ReadQuery {
-            from: ReadFrom::At(offset),
-            max_bytes: 1,
-            boundary: Boundary::Byte,
-            whole_json_messages: false,
-        };
-        let request = pb::WatchRequest {
-            target: Some(self.upstreams.target(&key)),
-            incarnation: incarnation.value(),
-            offset: offset.bytes(),
-            encoded_query: wire::encode(&query),
-            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-        };
-        self.upstreams
-            .on_leader(&key, true, |mut c| {
-                let request = request.clone();
-                async move {
-                    let mut events = c.watch(request).await?.into_inner();
-                    match events.message().await?.and_then(|e| e.event) {
-                        Some(pb::watch_event::Event::Data(_)) => Ok(WaitOutcome::Changed),
-                        Some(pb::watch_event::Event::TimedOut(_)) => Ok(WaitOutcome::TimedOut),
-                        // A deleted or replaced stream is a change the reader will see.
-                        Some(pb::watch_event::Event::Failure(f)) => match wire::refused(f) {
-                            ursula_gateway::wire::Refused::Backend(BackendError::Rejected(_)) => {
-                                Ok(WaitOutcome::Changed)
-                            }
-                            other => Err(CallError::Refused(other)),
-                        },
-                        None => Ok(WaitOutcome::Changed),
-                    }
-                }
-            })
-            .await
+        super::watches::Watches::wait(&self.upstreams, key, incarnation, offset, timeout).await
     }
 }

@@ -9,9 +9,11 @@
 //! Module map:
 //! - `backend`: `GatewayBackend`, the HTTP layer's `Backend` over these calls.
 //! - `health`: ejection windows of upstreams that do not answer.
+//! - `watches`: one shared upstream watch per live stream.
 
 pub mod backend;
 pub mod health;
+pub mod watches;
 
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -49,6 +51,7 @@ pub struct Upstreams {
     leaders: RwLock<Vec<Option<usize>>>,
     pub stats: Arc<RouteStats>,
     pub health: health::Health,
+    pub watches: watches::Watches,
 }
 
 /// What `/__ursula/gateway/metrics` reports of routing.
@@ -118,6 +121,7 @@ impl Upstreams {
                     leaders: RwLock::new(vec![None; d.group_count as usize]),
                     stats,
                     health: health::Health::new(urls.len()),
+                    watches: watches::Watches::default(),
                 };
                 up.health.answered(i, Instant::now());
                 up.learn(&d);

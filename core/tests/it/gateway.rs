@@ -10,27 +10,27 @@ use crate::cluster::wait_ready;
 use crate::support::Node;
 use crate::support::cluster::{Layout, Planes, gateway_args};
 
-const S: &str = "/gateway/log";
-const TEXT: &str = "text/plain";
+pub(crate) const S: &str = "/gateway/log";
+pub(crate) const TEXT: &str = "text/plain";
 const RECORDS: u64 = 60;
 const PATIENCE: Duration = Duration::from_secs(60);
 
-fn record(seq: u64) -> String {
+pub(crate) fn record(seq: u64) -> String {
     format!("g{seq:04}\n")
 }
 
-fn gateway(layout: &Layout) -> Node {
+pub(crate) fn gateway(layout: &Layout) -> Node {
     Node::spawn(&gateway_args(layout, &[]), None)
 }
 
-fn no_redirects() -> reqwest::Client {
+pub(crate) fn no_redirects() -> reqwest::Client {
     let policy = reqwest::redirect::Policy::none();
     reqwest::Client::builder().no_proxy().redirect(policy).timeout(Duration::from_secs(15)).build().expect("client")
 }
 
 /// Sends producer write `seq` through the gateways in turn until one
 /// acknowledges it (a repeat of an applied write is acknowledged too).
-async fn write(http: &reqwest::Client, gateways: &[String], seq: u64, turn: &mut usize) {
+pub(crate) async fn write(http: &reqwest::Client, gateways: &[String], seq: u64, turn: &mut usize) {
     let deadline = Instant::now() + PATIENCE;
     loop {
         let url = &gateways[*turn % gateways.len()];

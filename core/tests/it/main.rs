@@ -87,3 +87,6 @@ mod stream_plane;
 
 // `ursula gateway` in front of three voters: leader routing, failover, exactly once.
 mod gateway;
+
+// `ursula gateway` live reads: one shared upstream watch, SSE resumes across a leader kill.
+mod gateway_live;

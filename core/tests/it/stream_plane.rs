@@ -120,6 +120,7 @@ async fn a_node_serves_the_stream_plane_beside_http_over_the_same_state() {
 
     // A watch at the tail carries each append as it commits, then the close.
     let watch = pb::WatchRequest {
+        positions_only: false,
         target: target(&cluster_id, &key),
         incarnation: info.incarnation.value(),
         offset: info.tail.bytes(),

@@ -102,8 +102,11 @@ async fn long_poll<B: Backend>(
         view = shared.backend.read(key.clone(), query(shared, ReadFrom::At(view.next), params.max_bytes)).await?;
         // A long-poll ends when the stream it registered against is replaced.
         check_expect(expect, &view.info)?;
-        if waited == WaitOutcome::TimedOut {
-            break;
+        match waited {
+            WaitOutcome::TimedOut => break,
+            // The live read behind the wait moved: wait again, briefly later.
+            WaitOutcome::Ended => tokio::time::sleep(Duration::from_millis(50)).await,
+            WaitOutcome::Changed => {}
         }
     }
     if view.is_empty() {

@@ -18,7 +18,7 @@ use ursula_stream::{Incarnation, ReadFrom, ReadView, Rejection, StreamKey};
 use super::Shared;
 use super::head::check_expect;
 use super::read::{concat, json_array, now_ms, query};
-use crate::backend::{Backend, BackendError};
+use crate::backend::{Backend, BackendError, WaitOutcome};
 use crate::cursor::next_cursor;
 use crate::error::ApiError;
 use crate::headers::names;
@@ -118,6 +118,13 @@ pub async fn open<B: Backend>(
     Ok(render::finish(b, StreamBody::new(events).boxed_unsync()))
 }
 
+/// A live session whose group lost its leader ends without an `error`
+/// event: the client reconnects from its last `streamNextOffset` and meets
+/// the new leader (or a `503` to retry) there.
+fn ends_cleanly(e: &BackendError) -> bool {
+    matches!(e, BackendError::Unavailable { .. } | BackendError::OutcomeUnknown { .. })
+}
+
 fn sse_query<B>(shared: &Shared<B>, from: ReadFrom, max_bytes: u64) -> ursula_stream::ReadQuery {
     let mut q = query(shared, from, max_bytes);
     q.boundary = ursula_stream::Boundary::Utf8;
@@ -135,10 +142,15 @@ impl<B: Backend> Live<B> {
         let view = match self.first.take() {
             Some(view) => view,
             None => loop {
-                let waited = self.shared.backend.wait(self.key.clone(), self.incarnation, self.next, WAIT_SLICE).await;
-                if let Err(e) = waited {
-                    self.done = true;
-                    return Some(error_event(&ApiError::from(e)));
+                match self.shared.backend.wait(self.key.clone(), self.incarnation, self.next, WAIT_SLICE).await {
+                    Err(e) if ends_cleanly(&e) => return None,
+                    Err(e) => {
+                        self.done = true;
+                        return Some(error_event(&ApiError::from(e)));
+                    }
+                    // A clean end: the client reconnects from its last streamNextOffset.
+                    Ok(WaitOutcome::Ended) => return None,
+                    Ok(WaitOutcome::Changed | WaitOutcome::TimedOut) => {}
                 }
                 match self
                     .shared
@@ -152,6 +164,7 @@ impl<B: Backend> Live<B> {
                         // Refused by a replacement (its tail is short of the cursor).
                         return Some(self.replaced(r.read_incarnation()));
                     }
+                    Err(e) if ends_cleanly(&e) => return None,
                     Err(e) => {
                         self.done = true;
                         return Some(error_event(&ApiError::from(e)));
