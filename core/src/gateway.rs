@@ -22,6 +22,8 @@ pub struct GatewayConfig {
     pub cors: Cors,
     /// At most the protocol's 32 MiB (checked by `validate`).
     pub max_request_bytes: u64,
+    /// The body budget and slow-body rules, built for `max_request_bytes`.
+    pub uploads: ursula_gateway::UploadLimits,
 }
 
 impl GatewayConfig {
@@ -32,6 +34,12 @@ impl GatewayConfig {
             anyhow::bail!(
                 "LimitAboveProtocol: --max-request-body-bytes {} must be between 1 and the protocol's {protocol}",
                 self.max_request_bytes
+            );
+        }
+        if self.uploads.stall_timeout < std::time::Duration::from_secs(10) {
+            tracing::warn!(
+                stall_timeout = ?self.uploads.stall_timeout,
+                "--body-stall-timeout is below the SQLite extension's 10 s commit timeout"
             );
         }
         Ok(())
@@ -53,6 +61,7 @@ pub async fn run(
         immutable_cache: Some(config.cache),
         cors: config.cors,
         max_request_bytes: Some(config.max_request_bytes),
+        uploads: Some(config.uploads),
     };
     let backend = Arc::new(GatewayBackend { upstreams });
     // Tests and scripts read the bound address from this line.

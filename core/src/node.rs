@@ -103,6 +103,7 @@ async fn serve<E: GroupEngine>(
         immutable_cache: None,
         cors: ursula_gateway::Cors::AnyOrigin,
         max_request_bytes: None,
+        uploads: None,
     };
     // Tests and scripts read the bound address from this line.
     println!("ursula listening on http://{address}");

@@ -39,6 +39,10 @@ pub enum ApiError {
         limit: u64,
     },
     BodyUnreadable,
+    /// A gateway's body budget stayed spent for `--body-budget-wait-ms`.
+    UploadBudgetExhausted,
+    /// A body stalled or arrived below `--body-min-bytes-per-sec`.
+    BodyTooSlow,
     /// Another node leads the stream's group: `307` to `location`.
     Redirect {
         location: String,
@@ -137,6 +141,18 @@ impl ApiError {
             ApiError::BodyUnreadable => {
                 ErrorAnswer::new(S::BAD_REQUEST, "BODY_UNREADABLE", "the request body could not be read")
             }
+            ApiError::UploadBudgetExhausted => ErrorAnswer::new(
+                S::SERVICE_UNAVAILABLE,
+                "UPLOAD_BUDGET_EXHAUSTED",
+                "the gateway's request body budget is spent; nothing was forwarded",
+            )
+            .header("retry-after", 1),
+            ApiError::BodyTooSlow => ErrorAnswer::new(
+                S::REQUEST_TIMEOUT,
+                "BODY_TOO_SLOW",
+                "the request body arrived too slowly; nothing was forwarded",
+            )
+            .header("connection", "close"),
             ApiError::Redirect { location, hint } => {
                 ErrorAnswer::new(S::TEMPORARY_REDIRECT, "LEADER_REDIRECT", "another node leads this stream's writes")
                     .header("location", location)

@@ -25,8 +25,10 @@ pub mod query;
 pub mod render;
 pub mod route;
 pub mod server;
+pub mod uploads;
 pub mod wire;
 
 pub use backend::{Backend, BackendError, LeaderHint, Readiness, Unavailable, WaitOutcome, WriteRoute};
 pub use options::{CacheOptions, Cors, HttpOptions, JsonReads};
 pub use server::{GrpcBody, GrpcPlane, serve};
+pub use uploads::{UploadLimits, UploadLimitsError};

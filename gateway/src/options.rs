@@ -34,6 +34,8 @@ pub struct HttpOptions {
     pub cors: Cors,
     /// A gateway's `--max-request-body-bytes`; else the protocol's 32 MiB.
     pub max_request_bytes: Option<u64>,
+    /// A gateway's body budget and slow-body rules; a node has none.
+    pub uploads: Option<crate::uploads::UploadLimits>,
 }
 
 impl HttpOptions {

@@ -43,7 +43,8 @@ pub async fn serve<B: Backend>(
 ) -> std::io::Result<()> {
     let workers = options.workers.max(1);
     let cache = options.immutable_cache.as_ref().filter(|c| c.max_bytes > 0).map(ImmutableCache::new);
-    let shared = Arc::new(Shared { backend, options, grpc, cache });
+    let uploads = options.uploads.clone().map(crate::uploads::UploadBudget::new);
+    let shared = Arc::new(Shared { backend, options, grpc, cache, uploads });
     let mut lanes = Vec::with_capacity(workers);
     for i in 0..workers {
         lanes.push(start_worker(i, shared.clone())?);

@@ -55,6 +55,31 @@ struct GatewayArgs {
     /// The largest request body taken, at most the protocol's 32 MiB.
     #[arg(long, default_value_t = 32 * 1024 * 1024)]
     max_request_body_bytes: u64,
+    /// Request body bytes buffered at once across requests; unset: 256 MiB
+    /// or the request limit plus the small-body headroom, the larger.
+    #[arg(long)]
+    body_budget_bytes: Option<u64>,
+    /// Bodies up to this size may use the headroom; a body without a
+    /// length reserves this much at first.
+    #[arg(long, default_value_t = ursula_gateway::uploads::DEFAULT_SMALL_BODY_MAX_BYTES)]
+    small_body_max_bytes: u64,
+    /// Budget kept for small bodies, so they never wait behind large uploads.
+    #[arg(long, default_value_t = ursula_gateway::uploads::DEFAULT_SMALL_BODY_HEADROOM_BYTES)]
+    small_body_headroom_bytes: u64,
+    /// How long a body waits for budget before `503 UPLOAD_BUDGET_EXHAUSTED`.
+    #[arg(long, default_value_t = 1000)]
+    body_budget_wait_ms: u64,
+    /// A body with no byte for this long (or below the minimum rate over
+    /// one such window) is cut with `408 BODY_TOO_SLOW`, e.g. `30s`.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    body_stall_timeout: std::time::Duration,
+    /// The slowest body rate taken over one stall window.
+    #[arg(long, default_value_t = 1024)]
+    body_min_bytes_per_sec: u64,
+}
+
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    ursula_gateway::uploads::parse_duration(text).ok_or_else(|| format!("{text:?} is not a duration like 30s or 500ms"))
 }
 
 #[derive(Args, Default)]
@@ -123,6 +148,22 @@ fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
         cache_control: args.immutable_cache_control,
         read_origin: args.read_origin,
     };
+    let uploads = ursula_gateway::UploadLimits::new(
+        args.max_request_body_bytes,
+        args.body_budget_bytes,
+        args.small_body_max_bytes,
+        args.small_body_headroom_bytes,
+        std::time::Duration::from_millis(args.body_budget_wait_ms),
+        args.body_stall_timeout,
+        args.body_min_bytes_per_sec,
+    );
+    let uploads = match uploads {
+        Ok(uploads) => uploads,
+        Err(e) => {
+            eprintln!("ursula: {e}");
+            std::process::exit(2);
+        }
+    };
     let config = ursula_core::gateway::GatewayConfig {
         upstreams: args.upstreams,
         json_reads,
@@ -130,6 +171,7 @@ fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
         cache,
         cors: ursula_gateway::Cors::from_flags(&args.cors_allowed_origins),
         max_request_bytes: args.max_request_body_bytes,
+        uploads,
     };
     if let Err(e) = config.validate() {
         eprintln!("ursula: {e}");

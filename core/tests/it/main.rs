@@ -90,3 +90,6 @@ mod gateway;
 
 // `ursula gateway` live reads: one shared upstream watch, SSE resumes across a leader kill.
 mod gateway_live;
+
+// `ursula gateway` bodies: the shared body budget and its headroom, slow-body cuts.
+mod gateway_bodies;

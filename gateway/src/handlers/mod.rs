@@ -41,6 +41,7 @@ pub struct Shared<B> {
     pub options: HttpOptions,
     pub grpc: Option<crate::server::GrpcPlane>,
     pub cache: Option<crate::immutable_cache::ImmutableCache>,
+    pub uploads: Option<crate::uploads::UploadBudget>,
 }
 
 pub async fn handle<B, T>(shared: Arc<Shared<B>>, req: Request<T>) -> Answer
@@ -177,13 +178,16 @@ fn route_write<B: Backend, T>(shared: &Shared<B>, key: &StreamKey, req: &Request
 /// Bodies up to this size are copied into their own allocation.
 const COPY_BODIES_UP_TO: usize = 1024 * 1024;
 
-/// Reads a request body up to the protocol limit, refusing from
-/// `Content-Length` before reading when it can.
-async fn read_body<T>(req: Request<T>, limit: u64) -> Result<Bytes, ApiError>
+/// Reads a request body up to the request limit, refusing from
+/// `Content-Length` before reading when it can; on a gateway, under its
+/// body budget and slow-body rules. The answer holds the body's share of
+/// the budget until the request is answered.
+async fn read_body<B, T>(shared: &Shared<B>, req: Request<T>) -> Result<crate::uploads::Upload<'_>, ApiError>
 where
     T: http_body::Body<Data = Bytes> + Send + 'static,
     T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let limit = shared.options.request_limit();
     let declared = req
         .headers()
         .get(http::header::CONTENT_LENGTH)
@@ -192,13 +196,17 @@ where
     if declared.is_some_and(|n| n > limit) {
         return Err(ApiError::RequestTooLarge { limit });
     }
+    if let Some(budget) = &shared.uploads {
+        return crate::uploads::read_body(budget, Box::pin(req.into_body()), declared, limit).await;
+    }
     let max = usize::try_from(limit).unwrap_or(usize::MAX);
     match http_body_util::Limited::new(req.into_body(), max).collect().await {
         // A small body arrives as a slice of the connection's read buffer;
         // stored as is, it would pin that whole buffer for the stream's life.
         Ok(collected) => {
             let bytes = collected.to_bytes();
-            Ok(if bytes.len() <= COPY_BODIES_UP_TO { Bytes::copy_from_slice(&bytes) } else { bytes })
+            let bytes = if bytes.len() <= COPY_BODIES_UP_TO { Bytes::copy_from_slice(&bytes) } else { bytes };
+            Ok(crate::uploads::Upload { bytes, _held: None })
         }
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::RequestTooLarge { limit }),
         Err(_) => Err(ApiError::BodyUnreadable),

@@ -38,6 +38,15 @@ pub async fn ops<B: Backend>(shared: &Shared<B>, path: &str, method: &Method) ->
                 m.insert("immutable_cache_misses".into(), cache.misses.load(Relaxed).into());
                 m.insert("immutable_cache_bytes".into(), cache.bytes().into());
             }
+            if let Some(u) = &shared.uploads {
+                use std::sync::atomic::Ordering::Relaxed;
+                m.insert("upload_budget_bytes".into(), u.limits.budget_bytes.into());
+                m.insert("upload_reserved_bytes".into(), u.reserved_bytes().into());
+                m.insert("upload_refusals_budget".into(), u.refusals_budget.load(Relaxed).into());
+                m.insert("upload_refusals_too_slow".into(), u.refusals_too_slow.load(Relaxed).into());
+                m.insert("body_bytes_buffered".into(), u.bytes_buffered.load(Relaxed).into());
+                m.insert("refusal_drain_bytes".into(), u.refusal_drain_bytes.load(Relaxed).into());
+            }
             m.insert("status".into(), "ok".into());
             m.insert("cluster_id".into(), cluster_id);
             (StatusCode::OK, serde_json::Value::Object(m))

@@ -36,7 +36,8 @@ where
     }
     let content_type = headers::content_type(h)?.unwrap_or_else(ContentType::octet_stream);
     let expect = headers::incarnation(h)?;
-    let body = read_body(req, shared.options.request_limit()).await?;
+    let upload = read_body(shared, req).await?;
+    let body = upload.bytes.clone();
     let digest = SnapshotDigest::of(&content_type, &body);
     let ok =
         shared.backend.publish_snapshot(PublishSnapshot { key, offset, content_type, body, digest, expect }).await?;

@@ -32,7 +32,8 @@ where
     let stream_seq = headers::stream_seq(h)?;
     let expect = headers::incarnation(h)?;
     let location = absolute_url(h, req.uri());
-    let raw = read_body(req, shared.options.request_limit()).await?;
+    let upload = read_body(shared, req).await?;
+    let raw = upload.bytes.clone();
     let body = Body::prepare(Some(&content_type), raw);
     let ok =
         shared.backend.create(CreateStream { key, content_type, lifetime, closed, stream_seq, body, expect }).await?;
@@ -59,7 +60,8 @@ where
     let expect = headers::incarnation(h)?;
     // A close-only request may carry any Content-Type; it is never checked.
     let content_type = headers::content_type(h).or_else(|e| if close { Ok(None) } else { Err(e) })?;
-    let raw = read_body(req, shared.options.request_limit()).await?;
+    let upload = read_body(shared, req).await?;
+    let raw = upload.bytes.clone();
     if let (Some(producer), Some(claimed)) = (producer.as_mut(), claimed_digest) {
         let matches_body = *blake3::hash(&raw).as_bytes() == claimed;
         producer.digest = Some(WriteDigest { claimed, matches_body });

@@ -365,7 +365,7 @@ fn finish_stderr(buf: &Arc<Mutex<Vec<u8>>>, reader: Option<JoinHandle<()>>) -> S
 
 /// Reads one HTTP/1.1 response whose body is framed by `Content-Length` (or
 /// by the end of the connection).
-async fn read_raw_response(tcp: &mut tokio::net::TcpStream) -> (StatusCode, HeaderMap, bytes::Bytes) {
+pub async fn read_raw_response(tcp: &mut tokio::net::TcpStream) -> (StatusCode, HeaderMap, bytes::Bytes) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     let head_end = loop {

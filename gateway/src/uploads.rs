@@ -1,0 +1,347 @@
+//! The gateway's request body budget and slow-body rules (0.8 release
+//! notes, "The gateway bounds the request bodies it buffers"): before a
+//! body is read it reserves its declared length from a process-wide budget
+//! (bodies without a length reserve the small-body size and grow as they
+//! arrive), with a headroom only small bodies may use, and holds it until
+//! the body was forwarded. A request that finds the budget spent for the
+//! wait answers `503 UPLOAD_BUDGET_EXHAUSTED`; a body that stalls or
+//! trickles below the minimum rate over a window answers `408 BODY_TOO_SLOW`.
+//! Either way nothing is forwarded.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http_body_util::BodyExt;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::error::ApiError;
+
+pub const DEFAULT_BUDGET_BYTES: u64 = 256 * 1024 * 1024;
+pub const DEFAULT_SMALL_BODY_MAX_BYTES: u64 = 1024 * 1024;
+pub const DEFAULT_SMALL_BODY_HEADROOM_BYTES: u64 = 32 * 1024 * 1024;
+/// How long a refused body is read and dropped before its refusal is sent,
+/// so a client that sends its body first still reads the answer.
+const DRAIN_IDLE: Duration = Duration::from_secs(5);
+const DRAIN_TOTAL: Duration = Duration::from_secs(30);
+
+/// The settings of `ursula gateway --body-*` and `--small-body-*`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadLimits {
+    pub budget_bytes: u64,
+    pub small_body_max_bytes: u64,
+    pub small_body_headroom_bytes: u64,
+    pub budget_wait: Duration,
+    pub stall_timeout: Duration,
+    pub min_bytes_per_sec: u64,
+}
+
+/// Why a set of limits cannot start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UploadLimitsError {
+    #[error(
+        "LimitAboveSharedBudget: --body-budget-bytes {budget} is below --max-request-body-bytes plus --small-body-headroom-bytes ({needed})"
+    )]
+    LimitAboveSharedBudget { budget: u64, needed: u64 },
+    #[error("--body-stall-timeout must be non-zero")]
+    ZeroStallTimeout,
+}
+
+impl UploadLimits {
+    /// The limits for a gateway taking bodies up to `max_request_bytes`;
+    /// an unset budget is 256 MiB or the limit plus the headroom, the larger.
+    pub fn new(
+        max_request_bytes: u64,
+        budget_bytes: Option<u64>,
+        small_body_max_bytes: u64,
+        small_body_headroom_bytes: u64,
+        budget_wait: Duration,
+        stall_timeout: Duration,
+        min_bytes_per_sec: u64,
+    ) -> Result<UploadLimits, UploadLimitsError> {
+        let needed = max_request_bytes.saturating_add(small_body_headroom_bytes);
+        let budget_bytes = match budget_bytes {
+            Some(budget) if budget < needed => {
+                return Err(UploadLimitsError::LimitAboveSharedBudget { budget, needed });
+            }
+            Some(budget) => budget,
+            None => DEFAULT_BUDGET_BYTES.max(needed),
+        };
+        if stall_timeout.is_zero() {
+            return Err(UploadLimitsError::ZeroStallTimeout);
+        }
+        Ok(UploadLimits {
+            budget_bytes,
+            small_body_max_bytes,
+            small_body_headroom_bytes,
+            budget_wait,
+            stall_timeout,
+            min_bytes_per_sec,
+        })
+    }
+
+    /// Bytes a window of `stall_timeout` must bring.
+    fn min_bytes_per_window(&self) -> u64 {
+        let per_ms = self.min_bytes_per_sec as u128 * self.stall_timeout.as_millis();
+        u64::try_from(per_ms / 1000).unwrap_or(u64::MAX)
+    }
+}
+
+/// Parses a duration flag: `30s`, `500ms`, `2m`, or whole seconds.
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    let (digits, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
+    let n: u64 = digits.parse().ok()?;
+    match unit {
+        "" | "s" => Some(Duration::from_secs(n)),
+        "ms" => Some(Duration::from_millis(n)),
+        "m" => n.checked_mul(60).map(Duration::from_secs),
+        _ => None,
+    }
+}
+
+#[derive(Default)]
+struct Reserved {
+    total: u64,
+}
+
+/// The budget in effect and its counters (`/__ursula/gateway/metrics`).
+pub struct UploadBudget {
+    pub limits: UploadLimits,
+    reserved: Mutex<Reserved>,
+    freed: Notify,
+    pub refusals_budget: AtomicU64,
+    pub refusals_too_slow: AtomicU64,
+    pub bytes_buffered: AtomicU64,
+    pub refusal_drain_bytes: AtomicU64,
+}
+
+/// A share of the budget, given back when dropped.
+pub struct Reservation<'a> {
+    budget: &'a UploadBudget,
+    bytes: u64,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        self.budget.release(self.bytes);
+    }
+}
+
+impl UploadBudget {
+    pub fn new(limits: UploadLimits) -> UploadBudget {
+        UploadBudget {
+            limits,
+            reserved: Mutex::default(),
+            freed: Notify::new(),
+            refusals_budget: AtomicU64::new(0),
+            refusals_too_slow: AtomicU64::new(0),
+            bytes_buffered: AtomicU64::new(0),
+            refusal_drain_bytes: AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Reserved> {
+        self.reserved.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The budget reserved now, in bytes.
+    pub fn reserved_bytes(&self) -> u64 {
+        self.lock().total
+    }
+
+    fn try_take(&self, bytes: u64, large: bool) -> bool {
+        let mut r = self.lock();
+        let budget = self.limits.budget_bytes;
+        // Large bodies leave the headroom free for small ones.
+        let ceiling = if large { budget.saturating_sub(self.limits.small_body_headroom_bytes) } else { budget };
+        if r.total.saturating_add(bytes) > ceiling {
+            return false;
+        }
+        r.total += bytes;
+        true
+    }
+
+    fn release(&self, bytes: u64) {
+        let mut r = self.lock();
+        r.total = r.total.saturating_sub(bytes);
+        drop(r);
+        self.freed.notify_waiters();
+    }
+
+    /// Takes `bytes` of the budget, waiting for shares to come back until
+    /// `deadline`.
+    async fn take(&self, bytes: u64, large: bool, deadline: Instant) -> bool {
+        loop {
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            if self.try_take(bytes, large) {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, freed).await.is_err() {
+                return false;
+            }
+        }
+    }
+
+    async fn reserve(&self, bytes: u64) -> Option<Reservation<'_>> {
+        let large = bytes > self.limits.small_body_max_bytes;
+        let deadline = Instant::now() + self.limits.budget_wait;
+        self.take(bytes, large, deadline).await.then(|| Reservation { budget: self, bytes })
+    }
+
+    /// Grows `held` to cover `needed` bytes, as a body without a declared
+    /// length arrives.
+    async fn grow(&self, held: &mut Reservation<'_>, needed: u64) -> bool {
+        let step = self.limits.small_body_max_bytes.max(1);
+        let target = needed.div_ceil(step).saturating_mul(step);
+        let large = target > self.limits.small_body_max_bytes;
+        let deadline = Instant::now() + self.limits.budget_wait;
+        if !self.take(target, large, deadline).await {
+            return false;
+        }
+        // The new share replaces the old one in one piece.
+        self.release(held.bytes);
+        held.bytes = target;
+        true
+    }
+}
+
+/// A body read in full, with the share of the budget it holds until the
+/// request that carries it has been answered.
+pub struct Upload<'a> {
+    pub bytes: Bytes,
+    pub _held: Option<Reservation<'a>>,
+}
+
+/// Reads a body under the budget and the slow-body rules.
+pub async fn read_body<'a, T>(
+    budget: &'a UploadBudget,
+    body: T,
+    declared: Option<u64>,
+    limit: u64,
+) -> Result<Upload<'a>, ApiError>
+where
+    T: http_body::Body<Data = Bytes> + Unpin,
+    T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut body = body;
+    let first = declared.unwrap_or(budget.limits.small_body_max_bytes).min(limit);
+    let Some(mut held) = budget.reserve(first).await else {
+        budget.refusals_budget.fetch_add(1, Relaxed);
+        drain(budget, &mut body).await;
+        return Err(ApiError::UploadBudgetExhausted);
+    };
+    let mut buf = BytesMut::with_capacity(usize::try_from(first).unwrap_or(0));
+    let window_bytes = budget.limits.min_bytes_per_window();
+    let mut window_end = Instant::now() + budget.limits.stall_timeout;
+    let mut in_window = 0u64;
+    loop {
+        let frame = match tokio::time::timeout_at(window_end, body.frame()).await {
+            Ok(Some(Ok(frame))) => frame,
+            Ok(Some(Err(_))) => return Err(ApiError::BodyUnreadable),
+            Ok(None) => break,
+            Err(_) => {
+                // A window passed: it must have brought the minimum.
+                if in_window == 0 || in_window < window_bytes {
+                    budget.refusals_too_slow.fetch_add(1, Relaxed);
+                    return Err(ApiError::BodyTooSlow);
+                }
+                in_window = 0;
+                window_end = Instant::now() + budget.limits.stall_timeout;
+                continue;
+            }
+        };
+        let Ok(data) = frame.into_data() else { continue };
+        in_window += data.len() as u64;
+        let total = (buf.len() + data.len()) as u64;
+        if total > limit {
+            return Err(ApiError::RequestTooLarge { limit });
+        }
+        if total > held.bytes && !budget.grow(&mut held, total).await {
+            budget.refusals_budget.fetch_add(1, Relaxed);
+            drain(budget, &mut body).await;
+            return Err(ApiError::UploadBudgetExhausted);
+        }
+        buf.extend_from_slice(&data);
+    }
+    budget.bytes_buffered.fetch_add(buf.len() as u64, Relaxed);
+    Ok(Upload { bytes: buf.freeze(), _held: Some(held) })
+}
+
+/// Reads and drops the rest of a refused body, for at most 30 s and never
+/// more than 5 s without data.
+async fn drain<T>(budget: &UploadBudget, body: &mut T)
+where
+    T: http_body::Body<Data = Bytes> + Unpin,
+{
+    let end = Instant::now() + DRAIN_TOTAL;
+    loop {
+        let idle = (Instant::now() + DRAIN_IDLE).min(end);
+        match tokio::time::timeout_at(idle, body.frame()).await {
+            Ok(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    budget.refusal_drain_bytes.fetch_add(data.len() as u64, Relaxed);
+                }
+            }
+            _ => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1024 * 1024;
+
+    fn limits(budget: u64, headroom: u64) -> UploadLimits {
+        UploadLimits::new(
+            budget - headroom,
+            Some(budget),
+            1024,
+            headroom,
+            Duration::from_millis(10),
+            Duration::from_secs(30),
+            1024,
+        )
+        .expect("limits")
+    }
+
+    #[test]
+    fn an_unset_budget_grows_to_the_limit_plus_headroom_and_a_set_one_may_not_be_below() {
+        let d = Duration::from_secs(1);
+        let grown = UploadLimits::new(32 * MIB, None, MIB, 300 * MIB, d, d, 1).expect("grown");
+        assert_eq!(grown.budget_bytes, 332 * MIB);
+        let default = UploadLimits::new(32 * MIB, None, MIB, 32 * MIB, d, d, 1).expect("default");
+        assert_eq!(default.budget_bytes, DEFAULT_BUDGET_BYTES);
+        let refused = UploadLimits::new(32 * MIB, Some(40 * MIB), MIB, 32 * MIB, d, d, 1);
+        assert_eq!(refused, Err(UploadLimitsError::LimitAboveSharedBudget { budget: 40 * MIB, needed: 64 * MIB }));
+    }
+
+    #[tokio::test]
+    async fn large_bodies_leave_the_headroom_to_small_ones() {
+        let budget = UploadBudget::new(limits(10_000, 2_000));
+        let large = budget.reserve(8_000).await.expect("the large pool");
+        assert!(budget.reserve(1_025).await.is_none(), "no large body past budget minus headroom");
+        let small = budget.reserve(1_000).await.expect("headroom for a small body");
+        assert_eq!(budget.reserved_bytes(), 9_000);
+        drop(large);
+        assert!(budget.reserve(7_000).await.is_some(), "the share came back");
+        drop(small);
+        assert_eq!(budget.reserved_bytes(), 0);
+    }
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("30s"), Some(Duration::from_secs(30)));
+        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_duration("7"), Some(Duration::from_secs(7)));
+        assert_eq!(parse_duration("soon"), None);
+        assert_eq!(parse_duration("5h"), None);
+    }
+}
