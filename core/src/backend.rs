@@ -12,16 +12,34 @@ use ursula_stream::{
     StreamInfo, StreamKey, StreamStore,
 };
 
+use crate::cold::Cold;
 use crate::engine::{EngineError, GroupEngine, Leadership, Waited};
 use crate::routing::{GroupId, group_of};
 
 pub struct NodeBackend<E> {
     engine: Arc<E>,
+    /// The cold tier, when `storage.cold.backend` names one.
+    cold: Option<Arc<Cold>>,
 }
 
 impl<E: GroupEngine> NodeBackend<E> {
-    pub fn new(engine: Arc<E>) -> NodeBackend<E> {
-        NodeBackend { engine }
+    pub fn new(engine: Arc<E>, cold: Option<Arc<Cold>>) -> NodeBackend<E> {
+        NodeBackend { engine, cold }
+    }
+
+    /// Refuses a write to a group whose hot ring is over its ceiling
+    /// (`503 COLD_BACKPRESSURE`) before anything is proposed.
+    fn admit_write(&self, group: GroupId, bytes: usize) -> Result<(), BackendError> {
+        let Some(cold) = &self.cold else { return Ok(()) };
+        if bytes > 0 && cold.backpressure(group.0) {
+            return Err(BackendError::Unavailable { reason: Unavailable::ColdBackpressure, retry_after_secs: 1 });
+        }
+        cold.appended(group.0, bytes as u64);
+        Ok(())
+    }
+
+    fn cold_failed(e: crate::cold::ColdError) -> BackendError {
+        BackendError::ColdStoreFailed(e.to_string())
     }
 
     /// A query of the group that holds `key`.
@@ -91,6 +109,7 @@ fn unexpected(outcome: &Outcome) -> BackendError {
 impl<E: GroupEngine> Backend for NodeBackend<E> {
     async fn create(&self, cmd: CreateStream) -> Result<CreateOk, BackendError> {
         let group = self.group(&cmd.key);
+        self.admit_write(group, cmd.body.len())?;
         match self.propose_in(group, Command::Create(cmd)).await? {
             Outcome::Create(result) => result.map_err(BackendError::Rejected),
             other => Err(unexpected(&other)),
@@ -99,6 +118,7 @@ impl<E: GroupEngine> Backend for NodeBackend<E> {
 
     async fn append(&self, cmd: AppendStream) -> Result<AppendOk, BackendError> {
         let group = self.group(&cmd.key);
+        self.admit_write(group, cmd.body.len())?;
         match self.propose_in(group, Command::Append(cmd)).await? {
             Outcome::Append(result) => result.map_err(BackendError::Rejected),
             other => Err(unexpected(&other)),
@@ -136,7 +156,10 @@ impl<E: GroupEngine> Backend for NodeBackend<E> {
     }
 
     async fn bootstrap(&self, key: StreamKey, max_bytes: u64) -> Result<BootstrapView, BackendError> {
-        let view = self.query(&key, |store, now| store.bootstrap(&key, max_bytes, now))?;
+        let mut view = self.query(&key, |store, now| store.bootstrap(&key, max_bytes, now))?;
+        if let Some(cold) = &self.cold {
+            cold.materialize_bootstrap(&mut view).await.map_err(Self::cold_failed)?;
+        }
         self.renew_if_due(&key).await?;
         Ok(view)
     }
@@ -149,6 +172,9 @@ impl<E: GroupEngine> Backend for NodeBackend<E> {
         m.insert("engine".into(), self.engine.name().into());
         m.insert("group_count".into(), groups.into());
         m.insert("streams".into(), streams.into());
+        if let Some(cold) = &self.cold {
+            cold.metrics(&mut m);
+        }
         m
     }
 
@@ -177,7 +203,14 @@ impl<E: GroupEngine> Backend for NodeBackend<E> {
     }
 
     async fn read(&self, key: StreamKey, query: ReadQuery) -> Result<ReadView, BackendError> {
-        let view = self.query(&key, |store, now| store.read(&key, query, now))?;
+        let mut view = self.query(&key, |store, now| store.read(&key, query, now))?;
+        // The plan was made under the group's state; the cold part is
+        // fetched outside it.
+        if let Some(cold) = &self.cold {
+            cold.materialize(&mut view).await.map_err(Self::cold_failed)?;
+        } else if !view.cold.is_empty() {
+            return Err(BackendError::Internal("cold references without a cold store".into()));
+        }
         if view.wants_renewal {
             let renew = RenewStream { key: key.clone(), incarnation: view.info.incarnation };
             self.propose(&key, Command::Renew(renew)).await?;

@@ -13,6 +13,7 @@
 //! - `node`: starting a node on a bound listener.
 
 pub mod backend;
+pub mod cold;
 pub mod config;
 pub mod engine;
 pub mod gateway;

@@ -88,7 +88,12 @@ async fn serve<E: GroupEngine>(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let sweeper = tokio::spawn(sweep_forever(engine.clone(), SWEEP_INTERVAL));
-    let backend = Arc::new(NodeBackend::new(engine));
+    let cold = match &config.cold {
+        Some(c) => Some(Arc::new(crate::cold::Cold::open(c.clone(), engine.group_count()).await?)),
+        None => None,
+    };
+    let flusher = cold.clone().map(|c| tokio::spawn(crate::cold::flush::run(engine.clone(), c, me.node_id)));
+    let backend = Arc::new(NodeBackend::new(engine, cold));
     let address = listener.local_addr()?;
     let client_url = me.client_url.unwrap_or_else(|| format!("http://{address}"));
     let streams = StreamPlane::new(backend.clone(), cluster_id.clone(), me.node_id, client_url).service();
@@ -110,6 +115,9 @@ async fn serve<E: GroupEngine>(
     std::io::stdout().flush()?;
     let served = ursula_gateway::serve(listener, backend, options, Some(grpc_plane(routes)), shutdown).await;
     sweeper.abort();
+    if let Some(flusher) = flusher {
+        flusher.abort();
+    }
     Ok(served?)
 }
 

@@ -22,6 +22,10 @@ pub enum BackendError {
     /// commit took too long) before the apply was seen: it may have applied.
     #[error("the outcome of the write is unknown")]
     OutcomeUnknown { retry_after_secs: u64 },
+    /// A read needed the cold tier and the cold store failed it (a
+    /// missing or damaged object is never served as bytes).
+    #[error("cold store failed: {0}")]
+    ColdStoreFailed(String),
     /// A fault of the backend; a write's outcome is unknown.
     #[error("internal: {0}")]
     Internal(String),
@@ -34,6 +38,8 @@ pub enum Unavailable {
     NoLeader,
     /// The WAL filesystem is below `raft.wal.min_available_size`.
     WalDiskPressure,
+    /// The group's hot bytes are above `storage.cold.max_hot_size_per_group`.
+    ColdBackpressure,
 }
 
 impl From<Rejection> for BackendError {

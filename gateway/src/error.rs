@@ -172,6 +172,10 @@ impl ApiError {
                     Unavailable::WalDiskPressure => {
                         ("WAL_DISK_PRESSURE", "the WAL filesystem is short of space; writes resume once it is freed")
                     }
+                    Unavailable::ColdBackpressure => (
+                        "COLD_BACKPRESSURE",
+                        "the group's hot bytes are above their ceiling until the cold flush catches up",
+                    ),
                 };
                 ErrorAnswer::new(S::SERVICE_UNAVAILABLE, code, message).header("retry-after", retry_after_secs)
             }
@@ -181,6 +185,9 @@ impl ApiError {
                 "the leadership changed after the write was proposed; it may have applied: repeat it with its key",
             )
             .header("retry-after", retry_after_secs),
+            ApiError::Backend(BackendError::ColdStoreFailed(_)) => {
+                ErrorAnswer::new(S::BAD_GATEWAY, "COLD_STORE_FAILED", "the cold store failed the read")
+            }
             ApiError::Backend(BackendError::Internal(_)) => {
                 ErrorAnswer::new(S::INTERNAL_SERVER_ERROR, "INTERNAL", "internal server error")
             }
@@ -276,6 +283,12 @@ fn rejection_answer(r: &Rejection) -> ErrorAnswer {
             ErrorAnswer::new(S::CONFLICT, code, "the snapshot offset is beyond the stream's tail")
         }
         Rejection::NotJsonBoundary => ErrorAnswer::new(S::BAD_REQUEST, code, "the offset is inside a JSON message"),
+        Rejection::JsonBoundaryUnverified => ErrorAnswer::new(
+            S::SERVICE_UNAVAILABLE,
+            code,
+            "the byte before the offset is in the cold tier; the JSON boundary could not be checked",
+        )
+        .header("retry-after", 1),
         Rejection::InvalidRetention => ErrorAnswer::new(
             S::BAD_REQUEST,
             code,

@@ -87,6 +87,15 @@ pub fn failure(group: u32, e: &BackendError) -> pb::Failure {
                 retry_after_secs: *retry_after_secs,
             })
         }
+        BackendError::Unavailable { reason: Unavailable::ColdBackpressure, retry_after_secs } => {
+            Kind::Unavailable(pb::Unavailable {
+                reason: pb::unavailable::Reason::ColdBackpressure as i32,
+                retry_after_secs: *retry_after_secs,
+            })
+        }
+        BackendError::ColdStoreFailed(message) => {
+            Kind::ColdStoreFailed(pb::ColdStoreFailed { message: message.clone() })
+        }
         BackendError::OutcomeUnknown { retry_after_secs } => {
             Kind::OutcomeUnknown(pb::OutcomeUnknown { retry_after_secs: *retry_after_secs })
         }
@@ -126,7 +135,14 @@ pub fn refused(f: pb::Failure) -> Refused {
             }),
         },
         Some(Kind::NoLeader(n)) => unavailable(Unavailable::NoLeader, n.retry_after_secs),
-        Some(Kind::Unavailable(u)) => unavailable(Unavailable::WalDiskPressure, u.retry_after_secs),
+        Some(Kind::Unavailable(u)) => {
+            let reason = match pb::unavailable::Reason::try_from(u.reason) {
+                Ok(pb::unavailable::Reason::ColdBackpressure) => Unavailable::ColdBackpressure,
+                _ => Unavailable::WalDiskPressure,
+            };
+            unavailable(reason, u.retry_after_secs)
+        }
+        Some(Kind::ColdStoreFailed(c)) => Refused::Backend(BackendError::ColdStoreFailed(c.message)),
         Some(Kind::OutcomeUnknown(o)) => {
             Refused::Backend(BackendError::OutcomeUnknown { retry_after_secs: o.retry_after_secs })
         }
@@ -151,6 +167,8 @@ mod tests {
             BackendError::Unavailable { reason: Unavailable::NoLeader, retry_after_secs: 1 },
             BackendError::Unavailable { reason: Unavailable::WalDiskPressure, retry_after_secs: 5 },
             BackendError::OutcomeUnknown { retry_after_secs: 1 },
+            BackendError::Unavailable { reason: Unavailable::ColdBackpressure, retry_after_secs: 1 },
+            BackendError::ColdStoreFailed("gone".into()),
             BackendError::Internal("disk on fire".into()),
         ];
         for e in errors {

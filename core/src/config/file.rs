@@ -18,6 +18,46 @@ pub struct FileConfig {
     pub runtime: RuntimeSection,
     #[serde(default)]
     pub raft: RaftSection,
+    #[serde(default)]
+    pub storage: StorageSection,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageSection {
+    #[serde(default)]
+    pub cold: ColdSection,
+}
+
+/// `[storage.cold]` (spec/07, "Cold storage").
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ColdSection {
+    /// `none`, `memory` or `s3`.
+    pub backend: Option<String>,
+    pub root: Option<String>,
+    pub flush_interval: Option<String>,
+    pub flush_size: Option<ByteSize>,
+    pub flush_max_concurrency: Option<usize>,
+    pub max_hot_size_per_group: Option<ByteSize>,
+    #[serde(default)]
+    pub s3: S3Section,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct S3Section {
+    pub bucket: Option<String>,
+    pub region: Option<String>,
+    pub endpoint: Option<String>,
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+    pub session_token: Option<String>,
+    /// `aes256` (default), `aws-kms` or `none`.
+    pub server_side_encryption: Option<String>,
+    pub kms_key_id: Option<String>,
+    pub timeout: Option<String>,
+    pub max_retries: Option<u32>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -7,7 +7,9 @@
 //! - `file`: the file's sections and keys.
 //! - `preset`: the resource presets, as base layers.
 //! - `size`: byte sizes such as `64MiB`.
+//! - `cold`: `[storage.cold]` into `ColdConfig`.
 
+mod cold;
 mod file;
 mod preset;
 mod size;
@@ -31,6 +33,8 @@ pub struct NodeConfig {
     pub cluster_id: Option<String>,
     pub core_count: usize,
     pub engine: EngineConfig,
+    /// `[storage.cold]`; `None` without a cold backend.
+    pub cold: Option<crate::cold::ColdConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -195,6 +199,7 @@ pub fn resolve(file: FileConfig, preset: Option<Preset>, cli: &CliOverrides) -> 
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, usize::from),
     };
+    let cold = cold::resolve(file.storage.cold)?;
     let raft = file.raft;
     let group_count = match raft.group_count {
         Some(n) if n == 0 || n > MAX_GROUP_COUNT => {
@@ -214,7 +219,7 @@ pub fn resolve(file: FileConfig, preset: Option<Preset>, cli: &CliOverrides) -> 
         cluster_plane(&mut raft, cluster_listen, cluster_id.as_deref())?;
         EngineConfig::Raft(raft)
     };
-    Ok(NodeConfig { listen, json_reads, group_count, cluster_id, core_count, engine })
+    Ok(NodeConfig { listen, json_reads, group_count, cluster_id, core_count, engine, cold })
 }
 
 /// The startup refusals of a node with peers (spec/07, `raft.peers`).

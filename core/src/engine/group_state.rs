@@ -24,7 +24,8 @@ fn touched(command: &Command) -> Option<&StreamKey> {
         Command::Delete(c) => Some(&c.key),
         Command::PublishSnapshot(c) => Some(&c.key),
         Command::AdvanceRetention(c) => Some(&c.key),
-        Command::Renew(_) | Command::Sweep => None,
+        // Moving bytes to the cold tier changes nothing a reader waits for.
+        Command::Renew(_) | Command::Sweep | Command::CommitCold(_) => None,
     }
 }
 

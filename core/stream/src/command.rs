@@ -33,6 +33,8 @@ pub enum Command {
     Renew(RenewStream),
     /// Removes every stream whose lifetime ended.
     Sweep,
+    /// Publishes ranges uploaded to the cold tier and drops them from memory.
+    CommitCold(crate::cold::CommitCold),
 }
 
 /// `PUT /{bucket}/{stream}`.
@@ -129,5 +131,15 @@ impl Body {
 
     pub fn is_empty(&self) -> bool {
         matches!(self, Body::Empty)
+    }
+
+    /// Bytes the body adds to a stream (0 when empty or refused).
+    pub fn len(&self) -> usize {
+        match self {
+            Body::Empty => 0,
+            Body::Bytes(b) => b.len(),
+            Body::Json(Ok(batch)) => batch.text.len(),
+            Body::Json(Err(_)) => 0,
+        }
     }
 }

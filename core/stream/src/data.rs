@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 
+use crate::cold::{ColdCut, ColdSlice, ColdSpan};
 use crate::offset::Offset;
 
 /// Where a read may stop.
@@ -18,11 +19,25 @@ pub enum Boundary {
 }
 
 /// The appended bodies with the offset each starts at; one vector, so an
-/// idle stream with data costs one allocation.
+/// idle stream with data costs one allocation. Below the hot chunks, the
+/// ranges flushed to the cold tier, contiguous up to the hot start.
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Default, PartialEq, Eq)]
 pub struct StreamData {
     chunks: Vec<(u64, Bytes)>,
     len: u64,
+    cold: Vec<ColdSpan>,
+}
+
+/// What a read takes from each tier: cold slices first (fetched by the
+/// shell), then hot bytes `[hot_from, end)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadPlan {
+    pub cold: Vec<ColdSlice>,
+    /// Set when the read ends inside the cold tier at a boundary only the
+    /// fetched bytes can tell.
+    pub cut: Option<ColdCut>,
+    pub hot_from: u64,
+    pub end: u64,
 }
 
 impl StreamData {
@@ -44,14 +59,102 @@ impl StreamData {
     }
 
     /// Whether a JSON message ends just before `pos` (or `pos` is the first
-    /// readable offset, itself a boundary).
-    pub fn is_message_boundary(&self, pos: u64) -> bool {
-        pos == self.first() || self.byte_at(pos.wrapping_sub(1)) == Some(b'\n')
+    /// readable offset, itself a boundary); `None` inside a cold span,
+    /// whose bytes the state machine does not hold.
+    pub fn is_message_boundary(&self, pos: u64) -> Option<bool> {
+        if pos == self.first() || self.is_cold_edge(pos) {
+            return Some(true);
+        }
+        if pos < self.hot_start() {
+            return None;
+        }
+        Some(self.byte_at(pos.wrapping_sub(1)) == Some(b'\n'))
     }
 
     /// The first offset still held.
     pub fn first(&self) -> u64 {
+        self.cold.first().map_or_else(|| self.hot_start(), |s| s.start)
+    }
+
+    /// Where the bytes held in memory begin.
+    pub fn hot_start(&self) -> u64 {
         self.chunks.first().map_or(self.len, |(start, _)| *start)
+    }
+
+    /// Bytes held in memory.
+    pub fn hot_bytes(&self) -> u64 {
+        self.len - self.hot_start()
+    }
+
+    /// The ranges in the cold tier, oldest first.
+    pub fn cold_spans(&self) -> &[ColdSpan] {
+        &self.cold
+    }
+
+    /// Whether `pos` starts or ends a cold span (an append's edge).
+    fn is_cold_edge(&self, pos: u64) -> bool {
+        !self.cold.is_empty() && (pos == self.hot_start() || self.cold.iter().any(|s| s.start == pos))
+    }
+
+    /// The oldest hot chunks, whole, adding up to at least `at_least` bytes
+    /// (or all of them), for an upload to the cold tier.
+    pub fn oldest_hot(&self, at_least: u64) -> Vec<(u64, Bytes)> {
+        let mut out = Vec::new();
+        let mut taken = 0;
+        for (start, chunk) in &self.chunks {
+            if taken >= at_least {
+                break;
+            }
+            taken += chunk.len() as u64;
+            out.push((*start, chunk.clone()));
+        }
+        out
+    }
+
+    /// Moves the hot bytes `[start, start + len)` to the cold `span`, if
+    /// they are still the oldest hot bytes and end where an append did.
+    pub fn freeze(&mut self, span: ColdSpan) -> bool {
+        let end = span.end();
+        let edge = end == self.len || self.chunks.iter().any(|(s, _)| *s == end);
+        if span.start != self.hot_start() || end > self.len || span.len == 0 || !edge {
+            return false;
+        }
+        let keep_from = self.chunks.partition_point(|(s, _)| *s < end);
+        self.chunks.drain(..keep_from);
+        self.cold.push(span);
+        true
+    }
+
+    /// The cold slices covering `[from, to)`.
+    fn cold_slices(&self, from: u64, to: u64) -> Vec<ColdSlice> {
+        self.cold
+            .iter()
+            .filter(|s| s.start < to && s.end() > from)
+            .map(|s| ColdSlice { span: s.clone(), from: from.max(s.start), to: to.min(s.end()) })
+            .collect()
+    }
+
+    /// Which bytes a read from `from` of at most `max` takes from each tier.
+    pub fn read_plan(&self, from: u64, max: u64, boundary: Boundary) -> ReadPlan {
+        let hot_start = self.hot_start();
+        if from >= hot_start {
+            let end = self.read_end(from, max, boundary);
+            return ReadPlan { cold: Vec::new(), cut: None, hot_from: from, end };
+        }
+        let limit = from.saturating_add(max);
+        if limit < hot_start {
+            if boundary == Boundary::Byte || self.is_cold_edge(limit) {
+                return ReadPlan { cold: self.cold_slices(from, limit), cut: None, hot_from: limit, end: limit };
+            }
+            // Fetch to the end of the span the limit falls in; the shell cuts.
+            let end = self.cold.iter().find(|s| s.start < limit && limit < s.end()).map_or(limit, ColdSpan::end);
+            let cut = Some(crate::cold::ColdCut { limit, boundary });
+            return ReadPlan { cold: self.cold_slices(from, end), cut, hot_from: end, end };
+        }
+        // Every cold byte from `from`, then what fits of the hot ones; the
+        // hot start is an append's edge, so stopping there is allowed.
+        let end = self.cut_end(hot_start, limit - hot_start, boundary, false);
+        ReadPlan { cold: self.cold_slices(from, hot_start), cut: None, hot_from: hot_start, end }
     }
 
     /// Index of the chunk holding `pos` (or the last one starting before it).
@@ -59,8 +162,11 @@ impl StreamData {
         self.chunks.partition_point(|(s, _)| *s <= pos).checked_sub(1)
     }
 
-    /// Drops the bytes below `offset` (retention); offsets do not move.
+    /// Drops the bytes below `offset` (retention); offsets do not move. A
+    /// cold span it cuts is kept whole (its digest covers all of it); reads
+    /// never reach below the retained offset.
     pub fn trim_before(&mut self, offset: u64) {
+        self.cold.retain(|s| s.end() > offset);
         let keep_from = self.chunk_index(offset).unwrap_or(0);
         self.chunks.drain(..keep_from);
         if let Some((start, first)) = self.chunks.first_mut()
@@ -82,6 +188,12 @@ impl StreamData {
 
     /// The end of a read from `from` of at most `max` bytes, moved to a boundary.
     pub fn read_end(&self, from: u64, max: u64, boundary: Boundary) -> u64 {
+        self.cut_end(from, max, boundary, true)
+    }
+
+    /// As `read_end`; without `extend`, a limit that cuts the first
+    /// character or message ends the read at `from` instead.
+    fn cut_end(&self, from: u64, max: u64, boundary: Boundary, extend: bool) -> u64 {
         let limit = from.saturating_add(max).min(self.len);
         if limit == self.len {
             return limit;
@@ -95,7 +207,7 @@ impl StreamData {
                 while end > from && self.byte_at(end).is_some_and(|b| b & 0xC0 == 0x80) {
                     end -= 1;
                 }
-                if end > from {
+                if end > from || !extend {
                     return end;
                 }
                 // The limit cuts the first character: send it whole.
@@ -110,7 +222,7 @@ impl StreamData {
                 while end > from && self.byte_at(end - 1) != Some(b'\n') {
                     end -= 1;
                 }
-                if end > from {
+                if end > from || !extend {
                     return end;
                 }
                 let mut end = limit;
@@ -185,8 +297,9 @@ mod tests {
     #[test]
     fn message_boundaries() {
         let d = data(&["1\n", "22\n"]);
-        assert!(d.is_message_boundary(0) && d.is_message_boundary(2) && d.is_message_boundary(5));
-        assert!(!d.is_message_boundary(1) && !d.is_message_boundary(3));
+        let b = |pos| d.is_message_boundary(pos) == Some(true);
+        assert!(b(0) && b(2) && b(5));
+        assert!(!b(1) && !b(3));
     }
 
     #[test]
@@ -204,5 +317,46 @@ mod tests {
         assert_eq!(d.read_end(0, 3, Boundary::Message), 8);
         assert_eq!(d.read_end(8, 3, Boundary::Message), 17);
         assert_eq!(d.read_end(0, 100, Boundary::Message), 17);
+    }
+
+    fn span(start: u64, len: u64) -> ColdSpan {
+        ColdSpan { start, len, object: "o".into(), object_offset: 0, digest: [0; 32] }
+    }
+
+    #[test]
+    fn freezing_moves_the_oldest_whole_appends_to_the_cold_tier() {
+        let mut d = data(&["1\n", "22\n", "333\n"]);
+        assert!(!d.freeze(span(2, 3)), "only the oldest hot bytes");
+        assert!(!d.freeze(span(0, 3)), "only whole appends");
+        assert!(d.freeze(span(0, 5)));
+        assert_eq!((d.hot_start(), d.hot_bytes(), d.first()), (5, 4, 0));
+        assert_eq!(d.is_message_boundary(2), None, "inside a cold span");
+        assert_eq!(d.is_message_boundary(5), Some(true));
+        assert_eq!(d.oldest_hot(1).len(), 1);
+    }
+
+    #[test]
+    fn a_read_plan_takes_cold_slices_then_hot_bytes() {
+        let mut d = data(&["{\"a\":1}\n", "{\"b\":2}\n", "{\"c\":3}\n"]);
+        assert!(d.freeze(span(0, 8)));
+        assert!(d.freeze(ColdSpan { start: 8, len: 8, object: "p".into(), object_offset: 100, digest: [1; 32] }));
+        // From inside cold, through the hot start: every cold byte, then hot.
+        let plan = d.read_plan(3, 100, Boundary::Message);
+        assert_eq!(plan.cold.iter().map(|c| (c.from, c.to)).collect::<Vec<_>>(), vec![(3, 8), (8, 16)]);
+        assert_eq!((plan.hot_from, plan.end, plan.cut), (16, 24, None));
+        // Ending inside a cold span: fetch the span, the shell cuts.
+        let plan = d.read_plan(0, 10, Boundary::Message);
+        assert_eq!(plan.end, 16);
+        assert_eq!(plan.cut, Some(ColdCut { limit: 10, boundary: Boundary::Message }));
+        // Bytes end anywhere; a span edge needs no cut.
+        assert_eq!(d.read_plan(0, 10, Boundary::Byte).end, 10);
+        assert_eq!(d.read_plan(0, 8, Boundary::Message).cut, None);
+        // Just past the hot start, a message that does not fit stays out.
+        let plan = d.read_plan(8, 9, Boundary::Message);
+        assert_eq!((plan.hot_from, plan.end), (16, 16));
+        // Hot-only reads are as before.
+        assert_eq!(d.read_plan(16, 3, Boundary::Message).end, 24);
+        d.trim_before(9);
+        assert_eq!(d.cold_spans().len(), 1, "a span below the retained offset goes; a cut one stays whole");
     }
 }

@@ -10,8 +10,10 @@
 //! - `incarnation`, `snapshot`: stream tokens and application snapshots.
 //! - `command`, `outcome`: what goes in and what comes out.
 //! - `data`: a stream's bytes as shared chunks.
+//! - `cold`: references into the cold tier, and cutting fetched cold bytes.
 //! - `store`: the streams of one group and `apply`.
 
+pub mod cold;
 pub mod command;
 pub mod content_type;
 pub mod data;
@@ -26,6 +28,7 @@ pub mod snapshot;
 pub mod store;
 pub mod stream_seq;
 
+pub use cold::{ColdCut, ColdPiece, ColdSlice, ColdSpan, CommitCold};
 pub use command::{
     AdvanceRetention, AppendStream, ApplyCtx, Body, Command, CreateStream, DeleteStream, PublishSnapshot, RenewStream,
 };

@@ -123,6 +123,9 @@ pub enum Rejection {
     SnapshotBeyondTail,
     /// On a JSON stream, an offset inside a message.
     NotJsonBoundary,
+    /// The offset lies inside bytes already in the cold tier: the state
+    /// machine cannot tell whether a JSON message ends there.
+    JsonBoundaryUnverified,
     /// A retention boundary beyond the tail or newer than the latest snapshot.
     InvalidRetention,
 }
@@ -166,6 +169,7 @@ impl Rejection {
             Rejection::SnapshotNotFound { .. } => "SNAPSHOT_NOT_FOUND",
             Rejection::SnapshotConflict { .. } | Rejection::SnapshotBeyondTail => "SNAPSHOT_CONFLICT",
             Rejection::NotJsonBoundary => "NOT_JSON_BOUNDARY",
+            Rejection::JsonBoundaryUnverified => "JSON_BOUNDARY_UNVERIFIED",
             Rejection::InvalidRetention => "INVALID_RETENTION",
         }
     }
@@ -194,6 +198,10 @@ pub struct BootstrapView {
     pub start: Offset,
     pub next: Offset,
     pub updates: Vec<bytes::Bytes>,
+    /// Updates still in the cold tier, before `updates`; the shell fetches
+    /// them (and cuts at `cold_cut`) before anyone sees the view.
+    pub cold: Vec<crate::cold::ColdSlice>,
+    pub cold_cut: Option<crate::cold::ColdCut>,
 }
 
 /// A catch-up read's answer: the bytes of `[start, next)`.
@@ -203,6 +211,10 @@ pub struct ReadView {
     pub start: Offset,
     pub next: Offset,
     pub chunks: Vec<bytes::Bytes>,
+    /// Bytes still in the cold tier, before `chunks`; the shell fetches
+    /// them (and cuts at `cold_cut`) before anyone sees the view.
+    pub cold: Vec<crate::cold::ColdSlice>,
+    pub cold_cut: Option<crate::cold::ColdCut>,
     /// `next` is the tail.
     pub up_to_date: bool,
     /// The stream is closed and `next` is its final offset.

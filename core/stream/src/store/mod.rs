@@ -97,9 +97,16 @@ impl StreamState {
         }
     }
 
-    /// On a JSON stream, whether `offset` is a message boundary.
-    fn json_boundary(&self, offset: Offset) -> bool {
-        !self.content_type.is_json() || offset == self.retained || self.data.is_message_boundary(offset.bytes())
+    /// On a JSON stream, that `offset` is a message boundary.
+    fn json_boundary(&self, offset: Offset) -> Result<(), Rejection> {
+        if !self.content_type.is_json() || offset == self.retained {
+            return Ok(());
+        }
+        match self.data.is_message_boundary(offset.bytes()) {
+            Some(true) => Ok(()),
+            Some(false) => Err(Rejection::NotJsonBoundary),
+            None => Err(Rejection::JsonBoundaryUnverified),
+        }
     }
 }
 
@@ -112,7 +119,14 @@ pub enum Outcome {
     PublishSnapshot(Result<SnapshotOk, Rejection>),
     AdvanceRetention(Result<StreamInfo, Rejection>),
     Renew,
-    Sweep { removed: usize },
+    Sweep {
+        removed: usize,
+    },
+    /// How many pieces of a `CommitCold` moved hot bytes to the cold tier
+    /// (the others went stale: deleted, replaced, trimmed or already moved).
+    CommitCold {
+        frozen: usize,
+    },
 }
 
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Default, PartialEq, Eq)]
@@ -143,6 +157,7 @@ impl StreamStore {
                 }
                 Outcome::Renew
             }
+            Command::CommitCold(cmd) => Outcome::CommitCold { frozen: self.commit_cold(cmd, ctx) },
             Command::Sweep => {
                 let before = self.len();
                 for bucket in self.streams.values_mut() {
@@ -164,6 +179,40 @@ impl StreamStore {
             }
         }
         Ok(())
+    }
+
+    fn commit_cold(&mut self, cmd: crate::cold::CommitCold, ctx: ApplyCtx) -> usize {
+        let mut frozen = 0;
+        for piece in cmd.pieces {
+            let Some(stream) = self.live_mut(&piece.key, ctx.now_ms) else { continue };
+            if stream.incarnation != piece.incarnation {
+                continue;
+            }
+            let span = crate::cold::ColdSpan {
+                start: piece.start.bytes(),
+                len: piece.len,
+                object: cmd.object.clone(),
+                object_offset: piece.object_offset,
+                digest: piece.digest,
+            };
+            frozen += usize::from(stream.data.freeze(span));
+        }
+        frozen
+    }
+
+    /// Bytes of the group held in memory (the hot ring), for backpressure.
+    pub fn hot_bytes(&self) -> u64 {
+        self.streams.values().flat_map(BTreeMap::values).map(|s| s.data.hot_bytes()).sum()
+    }
+
+    /// Every live stream with hot bytes: key, incarnation and its data.
+    pub fn hot_streams(&self, now_ms: u64) -> impl Iterator<Item = (StreamKey, &StreamState)> {
+        self.streams.iter().flat_map(move |(bucket, streams)| {
+            streams
+                .iter()
+                .filter(move |(_, s)| !s.clock.expired(now_ms) && s.data.hot_bytes() > 0)
+                .map(move |(id, s)| (StreamKey { bucket: bucket.clone(), stream: id.clone() }, s))
+        })
     }
 
     fn insert(&mut self, key: StreamKey, stream: StreamState) {

@@ -37,13 +37,15 @@ impl StreamStore {
         };
         let boundary =
             if stream.content_type.is_json() && query.whole_json_messages { Boundary::Message } else { query.boundary };
-        let end = stream.data.read_end(start.bytes(), query.max_bytes, boundary);
-        let next = Offset(end);
+        let plan = stream.data.read_plan(start.bytes(), query.max_bytes, boundary);
+        let next = Offset(plan.end);
         Ok(ReadView {
             info: stream.info(),
             start,
             next,
-            chunks: stream.data.slice(start.bytes(), end),
+            chunks: stream.data.slice(plan.hot_from, plan.end),
+            cold: plan.cold,
+            cold_cut: plan.cut,
             up_to_date: next == tail,
             closed_at_end: stream.closed && next == tail,
             wants_renewal: stream.clock.read_wants_renewal(now_ms),
@@ -63,19 +65,21 @@ impl StreamStore {
         let stream = self.live(key, now_ms).ok_or(Rejection::StreamNotFound)?;
         let start = stream.snapshot.as_ref().map_or(stream.retained, |s| s.offset);
         let tail = stream.data.tail().bytes();
-        let end = if stream.content_type.is_json() {
-            stream.data.read_end(start.bytes(), max_bytes, Boundary::Message)
+        let plan = if stream.content_type.is_json() {
+            stream.data.read_plan(start.bytes(), max_bytes, Boundary::Message)
         } else if tail - start.bytes() <= max_bytes {
-            tail
+            stream.data.read_plan(start.bytes(), tail - start.bytes(), Boundary::Byte)
         } else {
-            start.bytes()
+            stream.data.read_plan(start.bytes(), 0, Boundary::Byte)
         };
         Ok(BootstrapView {
             info: stream.info(),
             snapshot: stream.snapshot.as_deref().cloned(),
             start,
-            next: Offset(end),
-            updates: stream.data.slice(start.bytes(), end),
+            next: Offset(plan.end),
+            updates: stream.data.slice(plan.hot_from, plan.end),
+            cold: plan.cold,
+            cold_cut: plan.cut,
         })
     }
 }

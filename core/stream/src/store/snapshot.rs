@@ -20,9 +20,7 @@ impl StreamStore {
         if cmd.offset < stream.retained {
             return Err(Rejection::StreamGone { retained: stream.retained, incarnation: stream.incarnation });
         }
-        if !stream.json_boundary(cmd.offset) {
-            return Err(Rejection::NotJsonBoundary);
-        }
+        stream.json_boundary(cmd.offset)?;
         if let Some(latest) = &stream.snapshot {
             let repeat = latest.offset == cmd.offset && latest.digest == cmd.digest;
             if !repeat && cmd.offset <= latest.offset {
@@ -52,9 +50,7 @@ impl StreamStore {
             stream.check_expect(cmd.expect)?;
             return Ok(stream.info());
         }
-        if !stream.json_boundary(cmd.offset) {
-            return Err(Rejection::NotJsonBoundary);
-        }
+        stream.json_boundary(cmd.offset)?;
         if stream.snapshot.as_ref().is_none_or(|s| cmd.offset > s.offset) {
             return Err(Rejection::InvalidRetention);
         }

@@ -26,6 +26,8 @@ pub struct Layout {
     pub raft: Vec<u16>,
     /// More `[raft]` keys, one `key = value` per line.
     pub raft_extra: String,
+    /// More sections, after the peers (e.g. `[storage.cold]`).
+    pub sections: String,
 }
 
 impl Layout {
@@ -36,7 +38,16 @@ impl Layout {
             Planes::Separate => (0..voters).map(|_| free_port()).collect(),
         };
         let dir = tempfile::tempdir().expect("tempdir");
-        Layout { dir, cluster_id: cluster_id.into(), group_count, planes, client, raft, raft_extra: String::new() }
+        Layout {
+            dir,
+            cluster_id: cluster_id.into(),
+            group_count,
+            planes,
+            client,
+            raft,
+            raft_extra: String::new(),
+            sections: String::new(),
+        }
     }
 
     pub fn voters(&self) -> usize {
@@ -69,6 +80,7 @@ impl Layout {
                 self.client[j]
             ));
         }
+        text.push_str(&self.sections);
         let path = self.dir.path().join(format!("n{}.toml", i + 1));
         std::fs::write(&path, text).expect("config");
         vec!["server".into(), "--config".into(), path.display().to_string()]

@@ -19,6 +19,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub mod cluster;
 mod lifecycle;
+pub mod s3;
 pub use lifecycle::run_to_exit;
 
 /// How long a node may take to print its address.

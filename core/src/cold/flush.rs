@@ -1,0 +1,148 @@
+//! The flush worker: every `flush_interval`, each group this node leads
+//! whose hot bytes reached `flush_size` uploads its largest streams' oldest
+//! hot appends (at least `flush_size` in all), small slices of several
+//! streams packed into one object and large ones as objects of their own,
+//! then commits the references through the group's log (`CommitCold`),
+//! which drops those bytes from every replica's memory. An upload that
+//! fails commits nothing and is tried again on a later tick, so no byte is
+//! lost or doubled; a commit that went stale (stream deleted, replaced or
+//! trimmed meanwhile) freezes nothing.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use ursula_stream::{ColdPiece, Command, CommitCold, Incarnation, Offset, Outcome, StreamKey};
+
+use super::Cold;
+use crate::engine::{GroupEngine, Leadership, now_ms};
+use crate::routing::GroupId;
+
+/// Slices below this are packed with others into one object.
+const PACK_BELOW: u64 = 1024 * 1024;
+/// Spans are cut at append edges near this size, so a read inside one
+/// fetches a bounded object range.
+const SPAN_BYTES: u64 = 4 * 1024 * 1024;
+
+/// One stream's oldest hot appends, to become one span.
+struct Slice {
+    key: StreamKey,
+    incarnation: Incarnation,
+    start: u64,
+    chunks: Vec<Bytes>,
+}
+
+impl Slice {
+    fn len(&self) -> u64 {
+        self.chunks.iter().map(|c| c.len() as u64).sum()
+    }
+}
+
+static OBJECTS: AtomicU64 = AtomicU64::new(0);
+
+/// Runs forever, flushing the groups this node leads.
+pub async fn run<E: GroupEngine>(engine: Arc<E>, cold: Arc<Cold>, node_id: u64) {
+    loop {
+        tokio::time::sleep(cold.config.flush_interval).await;
+        for g in 0..engine.group_count() {
+            flush_group(&engine, &cold, GroupId(g), node_id).await;
+        }
+    }
+}
+
+/// Uploads and commits one tick's worth of group `group`; returns the
+/// bytes frozen.
+pub async fn flush_group<E: GroupEngine>(engine: &Arc<E>, cold: &Arc<Cold>, group: GroupId, node_id: u64) -> u64 {
+    let flush_size = cold.config.flush_size;
+    let picked = engine.query(group, |store, now| {
+        let hot = store.hot_bytes();
+        if hot < flush_size.max(1) {
+            return (hot, Vec::new());
+        }
+        let mut streams: Vec<_> = store.hot_streams(now).collect();
+        streams.sort_by_key(|(_, s)| std::cmp::Reverse(s.data.hot_bytes()));
+        let mut slices = Vec::new();
+        let mut taken = 0;
+        for (key, stream) in streams {
+            if taken >= flush_size {
+                break;
+            }
+            for (start, chunk) in stream.data.oldest_hot(flush_size - taken) {
+                taken += chunk.len() as u64;
+                let open = slices.last_mut().filter(|s: &&mut Slice| s.key == key && s.len() < SPAN_BYTES);
+                match open {
+                    Some(slice) => slice.chunks.push(chunk),
+                    None => slices.push(Slice {
+                        key: key.clone(),
+                        incarnation: stream.incarnation,
+                        start,
+                        chunks: vec![chunk],
+                    }),
+                }
+            }
+        }
+        (hot, slices)
+    });
+    let Ok((hot, slices)) = picked else { return 0 };
+    cold.counted(group.0, hot);
+    if slices.is_empty() || !matches!(engine.leadership(group), Leadership::Local { .. }) {
+        return 0;
+    }
+    let (small, large): (Vec<_>, Vec<_>) = slices.into_iter().partition(|s| s.len() < PACK_BELOW);
+    let mut objects: Vec<Vec<Slice>> = large.into_iter().map(|s| vec![s]).collect();
+    if !small.is_empty() {
+        objects.push(small);
+    }
+    let uploads = objects.into_iter().map(|slices| upload_and_commit(engine, cold, group, node_id, slices));
+    let frozen: Vec<u64> =
+        futures_util::stream::iter(uploads).buffer_unordered(cold.config.flush_max_concurrency.max(1)).collect().await;
+    frozen.iter().sum()
+}
+
+async fn upload_and_commit<E: GroupEngine>(
+    engine: &Arc<E>,
+    cold: &Arc<Cold>,
+    group: GroupId,
+    node_id: u64,
+    slices: Vec<Slice>,
+) -> u64 {
+    let mut body = BytesMut::new();
+    let mut pieces = Vec::with_capacity(slices.len());
+    for slice in slices {
+        let object_offset = body.len() as u64;
+        let mut hasher = blake3::Hasher::new();
+        for chunk in &slice.chunks {
+            hasher.update(chunk);
+            body.extend_from_slice(chunk);
+        }
+        pieces.push(ColdPiece {
+            key: slice.key,
+            incarnation: slice.incarnation,
+            start: Offset(slice.start),
+            len: body.len() as u64 - object_offset,
+            object_offset,
+            digest: *hasher.finalize().as_bytes(),
+        });
+    }
+    let name = format!("n{node_id}-{}-{}.seg", now_ms(), OBJECTS.fetch_add(1, Relaxed));
+    let object = cold.object_key(group.0, &name);
+    let bytes = body.len() as u64;
+    if let Err(e) = cold.store.put(&object, body.freeze()).await {
+        cold.stats.upload_failures.fetch_add(1, Relaxed);
+        tracing::warn!(%object, error = %e, "cold upload failed; the bytes stay hot and are tried again");
+        return 0;
+    }
+    cold.stats.uploads.fetch_add(1, Relaxed);
+    match engine.propose(group, Command::CommitCold(CommitCold { object: object.clone(), pieces })).await {
+        Ok(Outcome::CommitCold { frozen }) if frozen > 0 => {
+            cold.stats.bytes_flushed.fetch_add(bytes, Relaxed);
+            bytes
+        }
+        Ok(_) => 0,
+        Err(e) => {
+            tracing::warn!(%object, error = %e, "committing a cold upload failed; the bytes stay hot");
+            0
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! The cold tier (spec/07 "Cold storage", spec/39 "Read path and cold
+//! offload"): older stream bytes move from the groups' hot rings to objects
+//! of one shared store, which every replica reads.
+//!
+//! Module map:
+//! - `store`: the `ColdStore` trait and its in-memory implementation.
+//! - `s3`: the S3 implementation on `aws-sdk-s3`.
+//! - `read`: materializing a read plan's cold slices (fetch, check, cut).
+//! - `flush`: the background worker that uploads and commits hot ranges.
+
+pub mod flush;
+pub mod read;
+pub mod s3;
+pub mod store;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use bytes::Bytes;
+pub use store::{ColdError, ColdStore, MemoryColdStore};
+
+/// `[storage.cold]` as a node runs with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColdConfig {
+    pub backend: ColdBackend,
+    /// Prefix of every object key (may be empty).
+    pub root: String,
+    pub flush_interval: Duration,
+    pub flush_size: u64,
+    pub flush_max_concurrency: usize,
+    /// 0: no backpressure.
+    pub max_hot_size_per_group: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ColdBackend {
+    Memory,
+    S3(s3::S3Config),
+}
+
+/// Bytes of cold spans kept in memory for repeated reads.
+const READ_CACHE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The node's cold tier: the store, its settings, the cache of fetched
+/// spans, and what the flush worker last counted per group.
+pub struct Cold {
+    pub store: Arc<dyn ColdStore>,
+    pub config: ColdConfig,
+    cache: moka::sync::Cache<(String, u64), Bytes>,
+    /// Per group: hot bytes at the last flush tick plus what was appended since.
+    hot: Vec<AtomicU64>,
+    pub stats: ColdStats,
+}
+
+#[derive(Default)]
+pub struct ColdStats {
+    pub uploads: AtomicU64,
+    pub upload_failures: AtomicU64,
+    pub bytes_flushed: AtomicU64,
+    pub fetches: AtomicU64,
+    pub fetch_failures: AtomicU64,
+    pub cache_hits: AtomicU64,
+    pub backpressure_refusals: AtomicU64,
+}
+
+impl Cold {
+    pub fn new(store: Arc<dyn ColdStore>, config: ColdConfig, groups: u32) -> Cold {
+        let cache = moka::sync::Cache::builder()
+            .max_capacity(READ_CACHE_BYTES)
+            .weigher(|k: &(String, u64), v: &Bytes| u32::try_from(k.0.len() + v.len()).unwrap_or(u32::MAX))
+            .build();
+        let hot = (0..groups).map(|_| AtomicU64::new(0)).collect();
+        Cold { store, config, cache, hot, stats: ColdStats::default() }
+    }
+
+    /// Builds the configured store (S3 clients resolve credentials here).
+    pub async fn open(config: ColdConfig, groups: u32) -> anyhow::Result<Cold> {
+        let store: Arc<dyn ColdStore> = match &config.backend {
+            ColdBackend::Memory => Arc::new(MemoryColdStore::default()),
+            ColdBackend::S3(s3) => Arc::new(s3::S3ColdStore::connect(s3).await?),
+        };
+        Ok(Cold::new(store, config, groups))
+    }
+
+    /// Whether a write of `group` must wait for the flush (`503 COLD_BACKPRESSURE`).
+    pub fn backpressure(&self, group: u32) -> bool {
+        let max = self.config.max_hot_size_per_group;
+        let hot = self.hot.get(group as usize).map_or(0, |h| h.load(Relaxed));
+        if max > 0 && hot > max {
+            self.stats.backpressure_refusals.fetch_add(1, Relaxed);
+            return true;
+        }
+        false
+    }
+
+    pub fn appended(&self, group: u32, bytes: u64) {
+        if let Some(h) = self.hot.get(group as usize) {
+            h.fetch_add(bytes, Relaxed);
+        }
+    }
+
+    fn counted(&self, group: u32, hot: u64) {
+        if let Some(h) = self.hot.get(group as usize) {
+            h.store(hot, Relaxed);
+        }
+    }
+
+    /// The key of a new object of `group`.
+    fn object_key(&self, group: u32, name: &str) -> String {
+        let root = self.config.root.trim_matches('/');
+        if root.is_empty() { format!("cold/g{group}/{name}") } else { format!("{root}/cold/g{group}/{name}") }
+    }
+
+    pub fn metrics(&self, m: &mut serde_json::Map<String, serde_json::Value>) {
+        let s = &self.stats;
+        m.insert("cold_uploads".into(), s.uploads.load(Relaxed).into());
+        m.insert("cold_upload_failures".into(), s.upload_failures.load(Relaxed).into());
+        m.insert("cold_bytes_flushed".into(), s.bytes_flushed.load(Relaxed).into());
+        m.insert("cold_fetches".into(), s.fetches.load(Relaxed).into());
+        m.insert("cold_fetch_failures".into(), s.fetch_failures.load(Relaxed).into());
+        m.insert("cold_cache_hits".into(), s.cache_hits.load(Relaxed).into());
+        m.insert("cold_backpressure_refusals".into(), s.backpressure_refusals.load(Relaxed).into());
+        let hot: u64 = self.hot.iter().map(|h| h.load(Relaxed)).sum();
+        m.insert("hot_bytes".into(), hot.into());
+    }
+}

@@ -1,0 +1,142 @@
+//! The cold store on S3 or an S3-compatible server (`storage.cold.s3.*`):
+//! static keys or the standard AWS credential chain, server-side
+//! encryption on every write, a per-attempt timeout and bounded retries.
+
+use std::time::Duration;
+
+use aws_sdk_s3::config::retry::RetryConfig;
+use aws_sdk_s3::config::timeout::TimeoutConfig;
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::ServerSideEncryption;
+use bytes::Bytes;
+
+use super::store::{ColdError, ColdResult, ColdStore};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Encryption {
+    Aes256,
+    AwsKms { key_id: Option<String> },
+    None,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct S3Config {
+    pub bucket: String,
+    pub region: String,
+    /// For S3-compatible stores (path-style addressing).
+    pub endpoint: Option<String>,
+    /// Static keys; `None` uses the standard credential chain.
+    pub static_keys: Option<StaticKeys>,
+    pub encryption: Encryption,
+    pub timeout: Duration,
+    pub max_retries: u32,
+}
+
+#[derive(Clone, PartialEq, Eq)]
+pub struct StaticKeys {
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    pub session_token: Option<String>,
+}
+
+impl std::fmt::Debug for StaticKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StaticKeys").field("access_key_id", &self.access_key_id).finish_non_exhaustive()
+    }
+}
+
+pub struct S3ColdStore {
+    client: aws_sdk_s3::Client,
+    bucket: String,
+    encryption: Encryption,
+}
+
+impl S3ColdStore {
+    pub async fn connect(config: &S3Config) -> anyhow::Result<S3ColdStore> {
+        let region = Region::new(config.region.clone());
+        let mut builder = match &config.static_keys {
+            Some(keys) => aws_sdk_s3::config::Builder::new()
+                .behavior_version(BehaviorVersion::latest())
+                .region(region)
+                .credentials_provider(Credentials::new(
+                    keys.access_key_id.clone(),
+                    keys.secret_access_key.clone(),
+                    keys.session_token.clone(),
+                    None,
+                    "storage.cold.s3",
+                )),
+            None => {
+                let shared = aws_config::defaults(BehaviorVersion::latest()).region(region).load().await;
+                aws_sdk_s3::config::Builder::from(&shared)
+            }
+        };
+        if let Some(endpoint) = &config.endpoint {
+            builder = builder.endpoint_url(endpoint).force_path_style(true);
+        }
+        builder = builder
+            .timeout_config(TimeoutConfig::builder().operation_attempt_timeout(config.timeout).build())
+            .retry_config(RetryConfig::standard().with_max_attempts(config.max_retries.saturating_add(1)));
+        Ok(S3ColdStore {
+            client: aws_sdk_s3::Client::from_conf(builder.build()),
+            bucket: config.bucket.clone(),
+            encryption: config.encryption.clone(),
+        })
+    }
+}
+
+fn failed(e: impl std::fmt::Display) -> ColdError {
+    ColdError::Unavailable(e.to_string())
+}
+
+impl ColdStore for S3ColdStore {
+    fn put<'a>(&'a self, key: &'a str, body: Bytes) -> ColdResult<'a, ()> {
+        Box::pin(async move {
+            let mut put = self.client.put_object().bucket(&self.bucket).key(key).body(ByteStream::from(body));
+            put = match &self.encryption {
+                Encryption::Aes256 => put.server_side_encryption(ServerSideEncryption::Aes256),
+                Encryption::AwsKms { key_id } => {
+                    put.server_side_encryption(ServerSideEncryption::AwsKms).set_ssekms_key_id(key_id.clone())
+                }
+                Encryption::None => put,
+            };
+            put.send().await.map_err(|e| failed(aws_sdk_s3::error::DisplayErrorContext(e)))?;
+            Ok(())
+        })
+    }
+
+    fn get_range<'a>(&'a self, key: &'a str, offset: u64, len: u64) -> ColdResult<'a, Bytes> {
+        Box::pin(async move {
+            if len == 0 {
+                return Ok(Bytes::new());
+            }
+            let range = format!("bytes={offset}-{}", offset + len - 1);
+            let got = self.client.get_object().bucket(&self.bucket).key(key).range(range).send().await;
+            let output = match got {
+                Ok(output) => output,
+                Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => {
+                    return Err(ColdError::Missing(key.to_string()));
+                }
+                Err(e) => return Err(failed(aws_sdk_s3::error::DisplayErrorContext(e))),
+            };
+            let body = output.body.collect().await.map_err(failed)?.into_bytes();
+            if body.len() as u64 != len {
+                return Err(ColdError::Corrupt(key.to_string()));
+            }
+            Ok(body)
+        })
+    }
+
+    fn delete<'a>(&'a self, key: &'a str) -> ColdResult<'a, ()> {
+        Box::pin(async move {
+            self.client
+                .delete_object()
+                .bucket(&self.bucket)
+                .key(key)
+                .send()
+                .await
+                .map_err(|e| failed(aws_sdk_s3::error::DisplayErrorContext(e)))?;
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,82 @@
+//! Where cold objects live: one trait, with the S3 store (`super::s3`) for
+//! clusters and an in-memory store for tests and a single node.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ColdError {
+    /// The store did not answer, or answered with an error.
+    #[error("the cold store failed: {0}")]
+    Unavailable(String),
+    #[error("cold object {0} is missing")]
+    Missing(String),
+    /// The bytes fetched do not match the digest the log recorded.
+    #[error("cold object {0} does not match its digest")]
+    Corrupt(String),
+}
+
+pub type ColdResult<'a, T> = BoxFuture<'a, Result<T, ColdError>>;
+
+pub trait ColdStore: Send + Sync + 'static {
+    /// Stores `body` under `key` (a new object; keys are never reused).
+    fn put<'a>(&'a self, key: &'a str, body: Bytes) -> ColdResult<'a, ()>;
+    /// Bytes `[offset, offset + len)` of the object at `key`.
+    fn get_range<'a>(&'a self, key: &'a str, offset: u64, len: u64) -> ColdResult<'a, Bytes>;
+    fn delete<'a>(&'a self, key: &'a str) -> ColdResult<'a, ()>;
+}
+
+/// Objects in a map: the store of `storage.cold.backend = "memory"`.
+#[derive(Default)]
+pub struct MemoryColdStore {
+    objects: Mutex<HashMap<String, Bytes>>,
+}
+
+impl MemoryColdStore {
+    fn objects(&self) -> std::sync::MutexGuard<'_, HashMap<String, Bytes>> {
+        self.objects.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl ColdStore for MemoryColdStore {
+    fn put<'a>(&'a self, key: &'a str, body: Bytes) -> ColdResult<'a, ()> {
+        self.objects().insert(key.to_string(), body);
+        Box::pin(async { Ok(()) })
+    }
+
+    fn get_range<'a>(&'a self, key: &'a str, offset: u64, len: u64) -> ColdResult<'a, Bytes> {
+        let found = self.objects().get(key).cloned();
+        Box::pin(async move {
+            let object = found.ok_or_else(|| ColdError::Missing(key.to_string()))?;
+            let lo = usize::try_from(offset).unwrap_or(usize::MAX);
+            let hi = usize::try_from(offset.saturating_add(len)).unwrap_or(usize::MAX);
+            if hi > object.len() || lo > hi {
+                return Err(ColdError::Corrupt(key.to_string()));
+            }
+            Ok(object.slice(lo..hi))
+        })
+    }
+
+    fn delete<'a>(&'a self, key: &'a str) -> ColdResult<'a, ()> {
+        self.objects().remove(key);
+        Box::pin(async { Ok(()) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_memory_store_serves_ranges_and_reports_what_is_missing() {
+        let store = MemoryColdStore::default();
+        store.put("a", Bytes::from_static(b"hello world")).await.expect("put");
+        assert_eq!(store.get_range("a", 6, 5).await.expect("range"), Bytes::from_static(b"world"));
+        assert_eq!(store.get_range("a", 6, 50).await, Err(ColdError::Corrupt("a".into())));
+        store.delete("a").await.expect("delete");
+        assert_eq!(store.get_range("a", 0, 1).await, Err(ColdError::Missing("a".into())));
+    }
+}

@@ -1,0 +1,90 @@
+//! `[storage.cold]` and `[storage.cold.s3]` resolved into `ColdConfig`,
+//! with the startup refusals of spec/07.
+
+use std::time::Duration;
+
+use super::ConfigError;
+use super::file::ColdSection;
+use crate::cold::s3::{Encryption, S3Config, StaticKeys};
+use crate::cold::{ColdBackend, ColdConfig};
+
+fn duration(key: &'static str, text: Option<String>, default: Duration) -> Result<Duration, ConfigError> {
+    match text {
+        None => Ok(default),
+        Some(t) => ursula_gateway::uploads::parse_duration(&t).ok_or(ConfigError::Value {
+            key,
+            value: t,
+            expected: "a duration such as 1s, 500ms or 5m",
+        }),
+    }
+}
+
+/// `None` when `backend` is unset or `none`.
+pub fn resolve(section: ColdSection) -> Result<Option<ColdConfig>, ConfigError> {
+    let refuse = |key, message: &str| Err(ConfigError::Refused { key, message: message.to_string() });
+    let backend = match section.backend.as_deref() {
+        None | Some("none") => return Ok(None),
+        Some("memory") => ColdBackend::Memory,
+        Some("s3") => {
+            let s3 = section.s3;
+            let Some(bucket) = s3.bucket.filter(|b| !b.is_empty()) else {
+                return refuse("storage.cold.s3.bucket", "required when storage.cold.backend = \"s3\"");
+            };
+            let static_keys = match (s3.access_key_id, s3.secret_access_key) {
+                (Some(access_key_id), Some(secret_access_key)) => {
+                    Some(StaticKeys { access_key_id, secret_access_key, session_token: s3.session_token })
+                }
+                (None, None) => None,
+                _ => {
+                    return refuse(
+                        "storage.cold.s3.access_key_id",
+                        "set both access_key_id and secret_access_key, or neither (the credential chain)",
+                    );
+                }
+            };
+            let encryption = match (s3.server_side_encryption.as_deref(), s3.kms_key_id) {
+                (None | Some("aes256"), None) => Encryption::Aes256,
+                (Some("aws-kms"), key_id) => Encryption::AwsKms { key_id },
+                (Some("none"), None) => Encryption::None,
+                (Some(other), None) if !matches!(other, "aes256" | "aws-kms" | "none") => {
+                    return Err(ConfigError::Value {
+                        key: "storage.cold.s3.server_side_encryption",
+                        value: other.to_string(),
+                        expected: "aes256, aws-kms or none",
+                    });
+                }
+                _ => {
+                    return refuse("storage.cold.s3.kms_key_id", "only valid with server_side_encryption = \"aws-kms\"");
+                }
+            };
+            ColdBackend::S3(S3Config {
+                bucket,
+                region: s3.region.unwrap_or_else(|| "us-east-1".into()),
+                endpoint: s3.endpoint,
+                static_keys,
+                encryption,
+                timeout: duration("storage.cold.s3.timeout", s3.timeout, Duration::from_secs(10))?,
+                max_retries: s3.max_retries.unwrap_or(3),
+            })
+        }
+        Some(other) => {
+            return Err(ConfigError::Value {
+                key: "storage.cold.backend",
+                value: other.to_string(),
+                expected: "none, memory or s3",
+            });
+        }
+    };
+    let flush_interval = duration("storage.cold.flush_interval", section.flush_interval, Duration::from_secs(1))?;
+    if flush_interval.is_zero() {
+        return refuse("storage.cold.flush_interval", "must be non-zero");
+    }
+    Ok(Some(ColdConfig {
+        backend,
+        root: section.root.unwrap_or_default(),
+        flush_interval,
+        flush_size: section.flush_size.map_or(8 * 1024 * 1024, |s| s.0),
+        flush_max_concurrency: section.flush_max_concurrency.unwrap_or(4).max(1),
+        max_hot_size_per_group: section.max_hot_size_per_group.map_or(64 * 1024 * 1024, |s| s.0),
+    }))
+}

@@ -1,0 +1,205 @@
+//! The S3 cold tier (issue 7) on three voters and a real S3-compatible
+//! server (`s3s-fs` on loopback, driven by the voters' `aws-sdk-s3`): a
+//! stream written past `max_hot_size_per_group` is flushed and reads back
+//! byte for byte from both tiers on the leader and on followers, after a
+//! full cluster restart too; with S3 down, appends commit until
+//! backpressure answers `503 COLD_BACKPRESSURE`, cold reads answer `502
+//! COLD_STORE_FAILED`, and once S3 is back nothing acknowledged is lost. A
+//! damaged object is an error on the read, never wrong bytes.
+
+use std::time::{Duration, Instant};
+
+use crate::cluster::wait_ready;
+use crate::support::cluster::{Layout, Planes};
+use crate::support::s3::{BUCKET, S3Server};
+use crate::support::{Node, offset, pattern};
+
+const S: &str = "/cold/s";
+const BIN: &str = "application/octet-stream";
+const PIECE: usize = 8 * 1024;
+const PATIENCE: Duration = Duration::from_secs(60);
+const FLUSH: &str = "flush_interval = \"100ms\"\nflush_size = \"64KiB\"\nmax_hot_size_per_group = \"256KiB\"\n";
+
+fn cluster(s3: &S3Server, id: &str) -> (Layout, Vec<Option<Node>>) {
+    let mut layout = Layout::new(3, id, 1, Planes::Shared);
+    layout.sections = s3.cold_section(FLUSH);
+    let voters = (0..3).map(|i| Some(layout.start(i))).collect();
+    (layout, voters)
+}
+
+async fn metric(node: &Node, name: &str) -> u64 {
+    let m = node.get("/__ursula/metrics").send().await.expect(200).json();
+    m[name].as_u64().unwrap_or_else(|| panic!("no {name} in {m}"))
+}
+
+/// Appends `body` in pieces, waiting out `COLD_BACKPRESSURE`; returns how
+/// many refusals it met.
+async fn append_all(node: &Node, body: &[u8]) -> usize {
+    let mut refusals = 0;
+    for piece in body.chunks(PIECE) {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let answer = node.post(S).content_type(BIN).body(piece.to_vec()).send().await;
+            if answer.status == 204 {
+                break;
+            }
+            answer.expect_error(503, "COLD_BACKPRESSURE").expect_header("retry-after", "1");
+            refusals += 1;
+            assert!(Instant::now() < deadline, "the flush never caught up");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    refusals
+}
+
+/// Every byte from `from` to the tail, request by request.
+async fn read_from(node: &Node, from: u64, max_bytes: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut next = offset(from);
+    loop {
+        let answer = node.get(&format!("{S}?offset={next}&max_bytes={max_bytes}")).send().await;
+        answer.expect(200);
+        out.extend_from_slice(&answer.body);
+        next = answer.must("stream-next-offset").to_string();
+        if answer.header("stream-up-to-date") == Some("true") {
+            return out;
+        }
+    }
+}
+
+async fn wait_flushed(node: &Node, at_least: u64) {
+    let deadline = Instant::now() + PATIENCE;
+    while metric(node, "cold_bytes_flushed").await < at_least {
+        assert!(Instant::now() < deadline, "nothing reached the cold tier");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Reads from the start and from inside cold objects, in small and large
+/// requests, and compares with what was written.
+async fn check_reads(node: &Node, body: &[u8]) {
+    assert!(read_from(node, 0, 8 * 1024 * 1024).await == body, "{}: the whole stream", node.base());
+    let from = 12_345u64;
+    assert!(read_from(node, from, 5_000).await == body[from as usize..], "{}: from inside a cold span", node.base());
+    let ranged = node.get(&format!("{S}?offset={}&max_bytes=5000", offset(70_001))).send().await;
+    ranged.expect(200);
+    assert!(ranged.body == body[70_001..75_001], "{}: one ranged read", node.base());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_past_the_hot_ceiling_reads_back_from_both_tiers_everywhere_and_after_a_restart() {
+    let s3 = S3Server::start().await;
+    let (layout, mut voters) = cluster(&s3, "cold-reads");
+    for v in voters.iter().flatten() {
+        wait_ready(v).await;
+    }
+    let leader = voters[0].as_ref().expect("node 1 leads the group it initialized");
+    leader.create(S, BIN).await;
+    let body = pattern(1_200_000);
+    let refusals = append_all(leader, &body).await;
+    wait_flushed(leader, 900_000).await;
+    assert!(s3.objects() > 0, "objects in the bucket");
+    assert!(metric(leader, "hot_bytes").await < 1_200_000);
+    eprintln!("backpressure refusals while writing: {refusals}");
+    for v in voters.iter().flatten() {
+        check_reads(v, &body).await;
+    }
+
+    // A full cluster restart: the cold references come back from the WALs.
+    for v in voters.iter_mut() {
+        v.take().expect("a voter").kill9();
+    }
+    for (i, v) in voters.iter_mut().enumerate() {
+        *v = Some(layout.start(i));
+    }
+    for v in voters.iter().flatten() {
+        wait_ready(v).await;
+        caught_up(v).await;
+    }
+    for v in voters.iter().take(2).flatten() {
+        check_reads(v, &body).await;
+    }
+
+    // A damaged object is refused, never served: node 3 has cached nothing
+    // since its restart.
+    let bucket = s3.dir.path().join(BUCKET);
+    let mut files: Vec<_> = walk(&bucket);
+    files.sort();
+    let victim = files.first().expect("an object");
+    let len = std::fs::metadata(victim).expect("metadata").len() as usize;
+    std::fs::write(victim, vec![0xAB; len]).expect("damaging an object");
+    let third = voters[2].as_ref().expect("node 3");
+    let read = third.get(&format!("{S}?offset=-1")).send().await;
+    read.expect_error(502, "COLD_STORE_FAILED");
+}
+
+/// A restarted replica answers `404` until it applied the stream's create
+/// again (a gap noted for the next issue: such a read should wait for a
+/// leader-confirmed point first).
+async fn caught_up(node: &Node) {
+    let deadline = Instant::now() + PATIENCE;
+    while node.head(S).send().await.status != 200 {
+        assert!(Instant::now() < deadline, "{} never applied the stream again", node.base());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else if path.extension().is_some_and(|e| e == "seg") {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_s3_down_appends_meet_backpressure_and_nothing_is_lost_once_it_returns() {
+    let mut s3 = S3Server::start().await;
+    let (_layout, voters) = cluster(&s3, "cold-outage");
+    for v in voters.iter().flatten() {
+        wait_ready(v).await;
+    }
+    let leader = voters[0].as_ref().expect("node 1");
+    leader.create(S, BIN).await;
+    let mut written = pattern(400_000);
+    append_all(leader, &written).await;
+    wait_flushed(leader, 100_000).await;
+
+    s3.stop();
+    // Cold bytes cannot be read now, and say so.
+    let follower = voters[1].as_ref().expect("node 2");
+    follower.get(&format!("{S}?offset=-1")).send().await.expect_error(502, "COLD_STORE_FAILED");
+    // Appends commit until the hot ring is full, then wait for the flush.
+    let mut refused = false;
+    for i in 0..200u32 {
+        let piece = vec![(i % 251) as u8; PIECE];
+        let answer = leader.post(S).content_type(BIN).body(piece.clone()).send().await;
+        if answer.status == 503 {
+            answer.expect_error(503, "COLD_BACKPRESSURE");
+            refused = true;
+            break;
+        }
+        answer.expect(204);
+        written.extend_from_slice(&piece);
+    }
+    assert!(refused, "backpressure while S3 is down");
+    let deadline = Instant::now() + PATIENCE;
+    while metric(leader, "cold_upload_failures").await == 0 {
+        assert!(Instant::now() < deadline, "no failed upload counted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    s3.start_again().await;
+    let more = pattern(300_000);
+    append_all(leader, &more).await;
+    written.extend_from_slice(&more);
+    wait_flushed(leader, 600_000).await;
+    for v in voters.iter().flatten() {
+        assert!(read_from(v, 0, 8 * 1024 * 1024).await == written, "{}: everything acknowledged", v.base());
+    }
+}

@@ -1,0 +1,94 @@
+//! A real S3-compatible server for the cold tier's tests: `s3s-fs`
+//! serving a temporary directory over HTTP on a loopback port, in the
+//! test's own runtime. `stop` closes it (listener and connections) and
+//! `start_again` brings it back on the same port with the same objects.
+
+use std::net::SocketAddr;
+
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder as ConnBuilder;
+use s3s::auth::SimpleAuth;
+use s3s::service::S3ServiceBuilder;
+
+pub const BUCKET: &str = "ursula-test";
+pub const ACCESS_KEY: &str = "ursula-test-key";
+pub const SECRET_KEY: &str = "ursula-test-secret";
+
+pub struct S3Server {
+    pub dir: tempfile::TempDir,
+    pub addr: SocketAddr,
+    serving: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl S3Server {
+    pub async fn start() -> S3Server {
+        let dir = tempfile::tempdir().expect("a directory for the S3 server");
+        std::fs::create_dir(dir.path().join(BUCKET)).expect("the bucket");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binding the S3 server");
+        let addr = listener.local_addr().expect("its address");
+        let mut server = S3Server { dir, addr, serving: None };
+        server.serve(listener);
+        server
+    }
+
+    fn serve(&mut self, listener: tokio::net::TcpListener) {
+        let fs = s3s_fs::FileSystem::new(self.dir.path()).expect("s3s-fs over the directory");
+        let mut builder = S3ServiceBuilder::new(fs);
+        builder.set_auth(SimpleAuth::from_single(ACCESS_KEY, SECRET_KEY));
+        let service = builder.build();
+        self.serving = Some(tokio::spawn(async move {
+            // Dropping the set (when this task is aborted) ends every connection.
+            let mut connections = tokio::task::JoinSet::new();
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else { continue };
+                let service = service.clone();
+                connections.spawn(async move {
+                    let _ = ConnBuilder::new(TokioExecutor::new()).serve_connection(TokioIo::new(tcp), service).await;
+                });
+            }
+        }));
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The S3 server goes away: connections refused until `start_again`.
+    pub fn stop(&mut self) {
+        if let Some(task) = self.serving.take() {
+            task.abort();
+        }
+    }
+
+    pub async fn start_again(&mut self) {
+        let listener = tokio::net::TcpListener::bind(self.addr).await.expect("rebinding the S3 server");
+        self.serve(listener);
+    }
+
+    /// `[storage.cold]` for voters that use this server, with `extra` keys
+    /// of the section (one `key = value` per line).
+    pub fn cold_section(&self, extra: &str) -> String {
+        format!(
+            "[storage.cold]\nbackend = \"s3\"\nroot = \"it\"\n{extra}[storage.cold.s3]\nbucket = \"{BUCKET}\"\n\
+             region = \"us-east-1\"\nendpoint = \"{}\"\naccess_key_id = \"{ACCESS_KEY}\"\n\
+             secret_access_key = \"{SECRET_KEY}\"\ntimeout = \"2s\"\nmax_retries = 1\n",
+            self.url()
+        )
+    }
+
+    /// Files the server holds under the bucket (the cold objects).
+    pub fn objects(&self) -> usize {
+        fn count(dir: &std::path::Path) -> usize {
+            std::fs::read_dir(dir).map_or(0, |entries| {
+                entries.flatten().map(|e| if e.path().is_dir() { count(&e.path()) } else { 1 }).sum()
+            })
+        }
+        count(&self.dir.path().join(BUCKET))
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
