@@ -82,6 +82,10 @@ impl<E: GroupEngine> NodeBackend<E> {
         }
     }
 
+    pub fn cold(&self) -> Option<&Arc<Cold>> {
+        self.cold.as_ref()
+    }
+
     pub fn engine(&self) -> &Arc<E> {
         &self.engine
     }
@@ -172,6 +176,7 @@ impl<E: GroupEngine> Backend for NodeBackend<E> {
         m.insert("engine".into(), self.engine.name().into());
         m.insert("group_count".into(), groups.into());
         m.insert("streams".into(), streams.into());
+        m.insert("process_incarnation".into(), crate::admin::process_incarnation().into());
         if let Some(cold) = &self.cold {
             cold.metrics(&mut m);
         }

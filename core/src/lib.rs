@@ -12,6 +12,7 @@
 //! - `config`: the config file and CLI overrides.
 //! - `node`: starting a node on a bound listener.
 
+pub mod admin;
 pub mod backend;
 pub mod cold;
 pub mod config;

@@ -70,6 +70,26 @@ pub async fn run(config: &NodeConfig, listener: TcpListener, shutdown: impl Futu
     }
 }
 
+/// Binds and serves the admin plane. A node whose admin address is taken
+/// (several development nodes on one host) serves without one and says so.
+async fn start_admin<E: GroupEngine>(
+    config: &NodeConfig,
+    admin: crate::admin::Admin<E>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    match TcpListener::bind(config.admin_listen).await {
+        Ok(listener) => {
+            let address = listener.local_addr().ok()?;
+            println!("ursula admin listening on http://{address}");
+            let serving = crate::admin::serve(Arc::new(admin), listener, std::future::pending());
+            Some(tokio::spawn(serving))
+        }
+        Err(e) => {
+            tracing::warn!(listen = %config.admin_listen, error = %e, "the admin plane could not bind; serving without it");
+            None
+        }
+    }
+}
+
 /// Who this node is on its client plane.
 struct Me {
     node_id: u64,
@@ -93,7 +113,9 @@ async fn serve<E: GroupEngine>(
         None => None,
     };
     let flusher = cold.clone().map(|c| tokio::spawn(crate::cold::flush::run(engine.clone(), c, me.node_id)));
-    let backend = Arc::new(NodeBackend::new(engine, cold));
+    let backend = Arc::new(NodeBackend::new(engine.clone(), cold.clone()));
+    let admin =
+        start_admin(config, crate::admin::Admin { backend: backend.clone(), engine, cold, node_id: me.node_id }).await;
     let address = listener.local_addr()?;
     let client_url = me.client_url.unwrap_or_else(|| format!("http://{address}"));
     let streams = StreamPlane::new(backend.clone(), cluster_id.clone(), me.node_id, client_url).service();
@@ -115,6 +137,9 @@ async fn serve<E: GroupEngine>(
     std::io::stdout().flush()?;
     let served = ursula_gateway::serve(listener, backend, options, Some(grpc_plane(routes)), shutdown).await;
     sweeper.abort();
+    if let Some(admin) = admin {
+        admin.abort();
+    }
     if let Some(flusher) = flusher {
         flusher.abort();
     }

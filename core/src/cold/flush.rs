@@ -41,12 +41,18 @@ impl Slice {
 
 static OBJECTS: AtomicU64 = AtomicU64::new(0);
 
-/// Runs forever, flushing the groups this node leads.
+/// Flush ticks between garbage collection passes.
+const GC_EVERY_TICKS: u64 = 10;
+
+/// Runs forever, flushing (and now and then collecting) the groups this node leads.
 pub async fn run<E: GroupEngine>(engine: Arc<E>, cold: Arc<Cold>, node_id: u64) {
-    loop {
+    for tick in 1u64.. {
         tokio::time::sleep(cold.config.flush_interval).await;
         for g in 0..engine.group_count() {
             flush_group(&engine, &cold, GroupId(g), node_id).await;
+            if tick % GC_EVERY_TICKS == 0 {
+                super::gc::collect_group(&engine, &cold, GroupId(g)).await;
+            }
         }
     }
 }
@@ -68,25 +74,74 @@ pub async fn flush_group<E: GroupEngine>(engine: &Arc<E>, cold: &Arc<Cold>, grou
             if taken >= flush_size {
                 break;
             }
-            for (start, chunk) in stream.data.oldest_hot(flush_size - taken) {
-                taken += chunk.len() as u64;
-                let open = slices.last_mut().filter(|s: &&mut Slice| s.key == key && s.len() < SPAN_BYTES);
-                match open {
-                    Some(slice) => slice.chunks.push(chunk),
-                    None => slices.push(Slice {
-                        key: key.clone(),
-                        incarnation: stream.incarnation,
-                        start,
-                        chunks: vec![chunk],
-                    }),
-                }
-            }
+            taken += slices_of(key, stream, flush_size - taken, &mut slices);
         }
         (hot, slices)
     });
     let Ok((hot, slices)) = picked else { return 0 };
     cold.counted(group.0, hot);
-    if slices.is_empty() || !matches!(engine.leadership(group), Leadership::Local { .. }) {
+    if !matches!(engine.leadership(group), Leadership::Local { .. }) {
+        return 0;
+    }
+    upload(engine, cold, group, node_id, slices).await
+}
+
+/// Takes `stream`'s oldest hot appends, at least `at_least` bytes of them
+/// (or all), as slices of at most about `SPAN_BYTES`; returns the bytes.
+fn slices_of(
+    key: StreamKey,
+    stream: &ursula_stream::store::StreamState,
+    at_least: u64,
+    slices: &mut Vec<Slice>,
+) -> u64 {
+    let mut taken = 0;
+    for (start, chunk) in stream.data.oldest_hot(at_least) {
+        taken += chunk.len() as u64;
+        let open = slices.last_mut().filter(|s: &&mut Slice| s.key == key && s.len() < SPAN_BYTES);
+        match open {
+            Some(slice) => slice.chunks.push(chunk),
+            None => {
+                slices.push(Slice { key: key.clone(), incarnation: stream.incarnation, start, chunks: vec![chunk] })
+            }
+        }
+    }
+    taken
+}
+
+/// `POST /__ursula/flush-cold/{bucket}/{stream}`: every hot byte of `key`
+/// goes to the cold tier now, whatever the group's size. `None` when this
+/// node does not lead the stream's group.
+pub async fn flush_stream<E: GroupEngine>(
+    engine: &Arc<E>,
+    cold: &Arc<Cold>,
+    key: &StreamKey,
+    node_id: u64,
+) -> Option<u64> {
+    let group = crate::routing::group_of(key, engine.group_count());
+    if !matches!(engine.leadership(group), Leadership::Local { .. }) {
+        return None;
+    }
+    let slices = engine
+        .query(group, |store, now| {
+            let mut slices = Vec::new();
+            if let Some(stream) = store.live(key, now) {
+                slices_of(key.clone(), stream, u64::MAX, &mut slices);
+            }
+            slices
+        })
+        .ok()?;
+    Some(upload(engine, cold, group, node_id, slices).await)
+}
+
+/// Uploads `slices` (packing the small ones) and commits them; returns the bytes frozen.
+async fn upload<E: GroupEngine>(
+    engine: &Arc<E>,
+    cold: &Arc<Cold>,
+    group: GroupId,
+    node_id: u64,
+    slices: Vec<Slice>,
+) -> u64 {
+    if slices.is_empty() {
         return 0;
     }
     let (small, large): (Vec<_>, Vec<_>) = slices.into_iter().partition(|s| s.len() < PACK_BELOW);

@@ -7,8 +7,10 @@
 //! - `s3`: the S3 implementation on `aws-sdk-s3`.
 //! - `read`: materializing a read plan's cold slices (fetch, check, cut).
 //! - `flush`: the background worker that uploads and commits hot ranges.
+//! - `gc`: deleting objects no stream references any more.
 
 pub mod flush;
+pub mod gc;
 pub mod read;
 pub mod s3;
 pub mod store;
@@ -31,6 +33,8 @@ pub struct ColdConfig {
     pub flush_max_concurrency: usize,
     /// 0: no backpressure.
     pub max_hot_size_per_group: u64,
+    /// How long an object stays unreferenced before it is deleted.
+    pub gc_grace: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +54,8 @@ pub struct Cold {
     cache: moka::sync::Cache<(String, u64), Bytes>,
     /// Per group: hot bytes at the last flush tick plus what was appended since.
     hot: Vec<AtomicU64>,
+    /// Objects seen unreferenced, and since when (on this node's passes).
+    unreferenced: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
     pub stats: ColdStats,
 }
 
@@ -62,6 +68,7 @@ pub struct ColdStats {
     pub fetch_failures: AtomicU64,
     pub cache_hits: AtomicU64,
     pub backpressure_refusals: AtomicU64,
+    pub gc_deleted: AtomicU64,
 }
 
 impl Cold {
@@ -71,7 +78,7 @@ impl Cold {
             .weigher(|k: &(String, u64), v: &Bytes| u32::try_from(k.0.len() + v.len()).unwrap_or(u32::MAX))
             .build();
         let hot = (0..groups).map(|_| AtomicU64::new(0)).collect();
-        Cold { store, config, cache, hot, stats: ColdStats::default() }
+        Cold { store, config, cache, hot, unreferenced: Default::default(), stats: ColdStats::default() }
     }
 
     /// Builds the configured store (S3 clients resolve credentials here).
@@ -106,10 +113,19 @@ impl Cold {
         }
     }
 
+    /// Where `group`'s objects live: `{root}/cold/g{group}/`.
+    fn group_prefix(&self, group: u32) -> String {
+        let root = self.config.root.trim_matches('/');
+        if root.is_empty() { format!("cold/g{group}/") } else { format!("{root}/cold/g{group}/") }
+    }
+
     /// The key of a new object of `group`.
     fn object_key(&self, group: u32, name: &str) -> String {
-        let root = self.config.root.trim_matches('/');
-        if root.is_empty() { format!("cold/g{group}/{name}") } else { format!("{root}/cold/g{group}/{name}") }
+        format!("{}{name}", self.group_prefix(group))
+    }
+
+    fn unreferenced_since(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, std::time::Instant>> {
+        self.unreferenced.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn metrics(&self, m: &mut serde_json::Map<String, serde_json::Value>) {
@@ -121,6 +137,7 @@ impl Cold {
         m.insert("cold_fetch_failures".into(), s.fetch_failures.load(Relaxed).into());
         m.insert("cold_cache_hits".into(), s.cache_hits.load(Relaxed).into());
         m.insert("cold_backpressure_refusals".into(), s.backpressure_refusals.load(Relaxed).into());
+        m.insert("cold_gc_deleted".into(), s.gc_deleted.load(Relaxed).into());
         let hot: u64 = self.hot.iter().map(|h| h.load(Relaxed)).sum();
         m.insert("hot_bytes".into(), hot.into());
     }

@@ -139,4 +139,27 @@ impl ColdStore for S3ColdStore {
             Ok(())
         })
     }
+
+    fn list<'a>(&'a self, prefix: &'a str) -> ColdResult<'a, Vec<String>> {
+        Box::pin(async move {
+            let mut keys = Vec::new();
+            let mut token: Option<String> = None;
+            loop {
+                let page = self
+                    .client
+                    .list_objects_v2()
+                    .bucket(&self.bucket)
+                    .prefix(prefix)
+                    .set_continuation_token(token.take())
+                    .send()
+                    .await
+                    .map_err(|e| failed(aws_sdk_s3::error::DisplayErrorContext(e)))?;
+                keys.extend(page.contents().iter().filter_map(|o| o.key().map(str::to_string)));
+                match page.next_continuation_token() {
+                    Some(next) if page.is_truncated() == Some(true) => token = Some(next.to_string()),
+                    _ => return Ok(keys),
+                }
+            }
+        })
+    }
 }

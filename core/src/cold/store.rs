@@ -27,6 +27,8 @@ pub trait ColdStore: Send + Sync + 'static {
     /// Bytes `[offset, offset + len)` of the object at `key`.
     fn get_range<'a>(&'a self, key: &'a str, offset: u64, len: u64) -> ColdResult<'a, Bytes>;
     fn delete<'a>(&'a self, key: &'a str) -> ColdResult<'a, ()>;
+    /// The keys of every object under `prefix`.
+    fn list<'a>(&'a self, prefix: &'a str) -> ColdResult<'a, Vec<String>>;
 }
 
 /// Objects in a map: the store of `storage.cold.backend = "memory"`.
@@ -64,6 +66,11 @@ impl ColdStore for MemoryColdStore {
         self.objects().remove(key);
         Box::pin(async { Ok(()) })
     }
+
+    fn list<'a>(&'a self, prefix: &'a str) -> ColdResult<'a, Vec<String>> {
+        let keys = self.objects().keys().filter(|k| k.starts_with(prefix)).cloned().collect();
+        Box::pin(async { Ok(keys) })
+    }
 }
 
 #[cfg(test)]
@@ -76,6 +83,8 @@ mod tests {
         store.put("a", Bytes::from_static(b"hello world")).await.expect("put");
         assert_eq!(store.get_range("a", 6, 5).await.expect("range"), Bytes::from_static(b"world"));
         assert_eq!(store.get_range("a", 6, 50).await, Err(ColdError::Corrupt("a".into())));
+        assert_eq!(store.list("").await.expect("list"), vec!["a".to_string()]);
+        assert!(store.list("b").await.expect("list").is_empty());
         store.delete("a").await.expect("delete");
         assert_eq!(store.get_range("a", 0, 1).await, Err(ColdError::Missing("a".into())));
     }

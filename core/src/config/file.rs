@@ -40,6 +40,8 @@ pub struct ColdSection {
     pub flush_size: Option<ByteSize>,
     pub flush_max_concurrency: Option<usize>,
     pub max_hot_size_per_group: Option<ByteSize>,
+    /// Ours: how long an unreferenced object waits before deletion.
+    pub gc_grace: Option<String>,
     #[serde(default)]
     pub s3: S3Section,
 }
@@ -68,6 +70,8 @@ pub struct ServerSection {
     pub cluster_listen: Option<String>,
     /// Names the deployment in `Ursula-Cluster-Id`.
     pub cluster_id: Option<String>,
+    /// The admin plane (operator routes); loopback by default.
+    pub admin_listen: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

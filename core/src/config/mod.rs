@@ -26,6 +26,8 @@ use ursula_gateway::JsonReads;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeConfig {
     pub listen: SocketAddr,
+    /// `server.admin_listen`: the admin plane.
+    pub admin_listen: SocketAddr,
     pub json_reads: JsonReads,
     pub group_count: u32,
     /// `server.cluster_id` as configured; without one the node generates
@@ -76,6 +78,7 @@ pub struct WalConfig {
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:4437";
+pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:4438";
 /// Raft groups per owner core when `raft.group_count` is not set.
 pub const GROUPS_PER_CORE: u32 = 16;
 pub const MAX_GROUP_COUNT: u32 = 65_536;
@@ -174,6 +177,12 @@ pub fn resolve(file: FileConfig, preset: Option<Preset>, cli: &CliOverrides) -> 
         value: listen_text.clone(),
         expected: "host:port, e.g. 127.0.0.1:4437",
     })?;
+    let admin_text = file.server.admin_listen.clone().unwrap_or_else(|| DEFAULT_ADMIN_LISTEN.to_string());
+    let admin_listen = admin_text.parse().map_err(|_| ConfigError::Value {
+        key: "server.admin_listen",
+        value: admin_text.clone(),
+        expected: "host:port, e.g. 127.0.0.1:4438",
+    })?;
     let json_reads = match cli.json_reads.clone().or(file.protocol.json_reads) {
         None => JsonReads::default(),
         Some(v) => JsonReads::parse(&v).ok_or(ConfigError::Value {
@@ -219,7 +228,7 @@ pub fn resolve(file: FileConfig, preset: Option<Preset>, cli: &CliOverrides) -> 
         cluster_plane(&mut raft, cluster_listen, cluster_id.as_deref())?;
         EngineConfig::Raft(raft)
     };
-    Ok(NodeConfig { listen, json_reads, group_count, cluster_id, core_count, engine, cold })
+    Ok(NodeConfig { listen, admin_listen, json_reads, group_count, cluster_id, core_count, engine, cold })
 }
 
 /// The startup refusals of a node with peers (spec/07, `raft.peers`).

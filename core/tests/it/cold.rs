@@ -203,3 +203,62 @@ async fn with_s3_down_appends_meet_backpressure_and_nothing_is_lost_once_it_retu
         assert!(read_from(v, 0, 8 * 1024 * 1024).await == written, "{}: everything acknowledged", v.base());
     }
 }
+
+fn seg_files(s3: &S3Server) -> std::collections::BTreeSet<std::path::PathBuf> {
+    walk(&s3.dir.path().join(BUCKET)).into_iter().collect()
+}
+
+/// `POST /__ursula/flush-cold/...` on voter 1's admin plane, with the
+/// process incarnation its metrics report.
+async fn force_flush(http: &reqwest::Client, admin: &str) -> u64 {
+    let url = format!("{admin}/__ursula/flush-cold/cold/s");
+    let metrics = http.get(format!("{admin}/__ursula/metrics")).send().await.expect("metrics");
+    let metrics: serde_json::Value = serde_json::from_slice(&metrics.bytes().await.expect("body")).expect("JSON");
+    let incarnation = metrics["process_incarnation"].as_str().expect("process_incarnation").to_string();
+    let missing = http.post(&url).send().await.expect("flush");
+    assert_eq!(missing.status(), 428, "an admin mutation without the process incarnation");
+    let stale = http.post(&url).header("x-ursula-process-incarnation", "0").send().await.expect("flush");
+    assert_eq!(stale.status(), 412, "an admin mutation for another process");
+    let done = http.post(&url).header("x-ursula-process-incarnation", incarnation).send().await.expect("flush");
+    assert_eq!(done.status(), 200);
+    let body: serde_json::Value = serde_json::from_slice(&done.bytes().await.expect("body")).expect("JSON");
+    body["flushed_bytes"].as_u64().expect("flushed_bytes")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_deletes_a_deleted_streams_objects_and_keeps_its_recreations() {
+    let s3 = S3Server::start().await;
+    let mut layout = Layout::new(3, "cold-gc", 1, Planes::Shared);
+    // Flushes only when forced: the threshold is far above what is written.
+    layout.sections = s3.cold_section("flush_interval = \"100ms\"\nflush_size = \"64MiB\"\ngc_grace = \"1s\"\n");
+    let admin_ports: Vec<u16> = (0..3).map(|_| crate::support::cluster::free_port()).collect();
+    let admin = format!("http://127.0.0.1:{}", admin_ports[0]);
+    layout.admin = Some(admin_ports);
+    let voters: Vec<Node> = (0..3).map(|i| layout.start(i)).collect();
+    for v in &voters {
+        wait_ready(v).await;
+    }
+    let http = reqwest::Client::builder().no_proxy().build().expect("client");
+    let leader = &voters[0];
+    leader.create(S, BIN).await;
+    append_all(leader, &pattern(300_000)).await;
+    assert_eq!(force_flush(&http, &admin).await, 300_000);
+    let old = seg_files(&s3);
+    assert!(!old.is_empty(), "the forced flush wrote objects");
+
+    leader.delete(S).send().await.expect(204);
+    leader.create(S, BIN).await;
+    let body: Vec<u8> = (0..200_000u32).map(|i| (i % 13) as u8).collect();
+    append_all(leader, &body).await;
+    assert_eq!(force_flush(&http, &admin).await, 200_000);
+    let deadline = Instant::now() + PATIENCE;
+    while seg_files(&s3).iter().any(|f| old.contains(f)) {
+        assert!(Instant::now() < deadline, "the deleted stream's objects were never collected");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(metric(leader, "cold_gc_deleted").await >= old.len() as u64);
+    assert!(!seg_files(&s3).is_empty(), "the recreated stream's objects stay");
+    for v in &voters {
+        assert!(read_from(v, 0, 8 * 1024 * 1024).await == body, "{}: the recreated stream", v.base());
+    }
+}

@@ -200,6 +200,16 @@ impl StreamStore {
         frozen
     }
 
+    /// Every cold object a stream of the group references (expired streams
+    /// not yet swept included), for garbage collection.
+    pub fn cold_objects(&self) -> std::collections::HashSet<String> {
+        self.streams
+            .values()
+            .flat_map(BTreeMap::values)
+            .flat_map(|s| s.data.cold_spans().iter().map(|span| span.object.clone()))
+            .collect()
+    }
+
     /// Bytes of the group held in memory (the hot ring), for backpressure.
     pub fn hot_bytes(&self) -> u64 {
         self.streams.values().flat_map(BTreeMap::values).map(|s| s.data.hot_bytes()).sum()

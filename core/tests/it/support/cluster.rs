@@ -28,6 +28,8 @@ pub struct Layout {
     pub raft_extra: String,
     /// More sections, after the peers (e.g. `[storage.cold]`).
     pub sections: String,
+    /// Each voter's admin plane (`server.admin_listen`), when set.
+    pub admin: Option<Vec<u16>>,
 }
 
 impl Layout {
@@ -47,6 +49,7 @@ impl Layout {
             raft,
             raft_extra: String::new(),
             sections: String::new(),
+            admin: None,
         }
     }
 
@@ -62,8 +65,12 @@ impl Layout {
             Planes::Shared => String::new(),
             Planes::Separate => format!("cluster_listen = \"127.0.0.1:{}\"\n", self.raft[i]),
         };
+        let admin = match &self.admin {
+            Some(ports) => format!("admin_listen = \"127.0.0.1:{}\"\n", ports[i]),
+            None => String::new(),
+        };
         let mut text = format!(
-            "[server]\nlisten = \"127.0.0.1:{}\"\n{cluster_listen}cluster_id = {:?}\n\
+            "[server]\nlisten = \"127.0.0.1:{}\"\n{admin}{cluster_listen}cluster_id = {:?}\n\
              [raft]\nnode_id = {}\ngroup_count = {}\ninit_membership_per_group = true\n{}[raft.wal]\npath = {:?}\n",
             self.client[i],
             self.cluster_id,
