@@ -1,6 +1,7 @@
 //! The flush worker: every `flush_interval`, each group this node leads
-//! whose hot bytes reached `flush_size` uploads its largest streams' oldest
-//! hot appends (at least `flush_size` in all), small slices of several
+//! uploads the whole hot tail of every stream older than
+//! `flush_max_hot_age`, and, once its hot bytes reached `flush_size`, its
+//! largest streams' oldest hot appends (at least `flush_size` in all), small slices of several
 //! streams packed into one object and large ones as objects of their own,
 //! then commits the references through the group's log (`CommitCold`),
 //! which drops those bytes from every replica's memory. An upload that
@@ -61,20 +62,26 @@ pub async fn run<E: GroupEngine>(engine: Arc<E>, cold: Arc<Cold>, node_id: u64) 
 /// bytes frozen.
 pub async fn flush_group<E: GroupEngine>(engine: &Arc<E>, cold: &Arc<Cold>, group: GroupId, node_id: u64) -> u64 {
     let flush_size = cold.config.flush_size;
+    let max_age_ms = u64::try_from(cold.config.flush_max_hot_age.as_millis()).unwrap_or(u64::MAX);
     let picked = engine.query(group, |store, now| {
         let hot = store.hot_bytes();
-        if hot < flush_size.max(1) {
-            return (hot, Vec::new());
-        }
-        let mut streams: Vec<_> = store.hot_streams(now).collect();
-        streams.sort_by_key(|(_, s)| std::cmp::Reverse(s.data.hot_bytes()));
         let mut slices = Vec::new();
+        let (aged, mut streams): (Vec<_>, Vec<_>) = store.hot_streams(now).partition(|(_, s)| {
+            max_age_ms > 0 && s.data.hot_since_ms().is_some_and(|t| now.saturating_sub(t) >= max_age_ms)
+        });
+        // A hot tail past `flush_max_hot_age` goes whole, whatever the group's size.
         let mut taken = 0;
-        for (key, stream) in streams {
-            if taken >= flush_size {
-                break;
+        for (key, stream) in aged {
+            taken += slices_of(key, stream, u64::MAX, &mut slices);
+        }
+        if hot >= flush_size.max(1) {
+            streams.sort_by_key(|(_, s)| std::cmp::Reverse(s.data.hot_bytes()));
+            for (key, stream) in streams {
+                if taken >= flush_size {
+                    break;
+                }
+                taken += slices_of(key, stream, flush_size - taken, &mut slices);
             }
-            taken += slices_of(key, stream, flush_size - taken, &mut slices);
         }
         (hot, slices)
     });

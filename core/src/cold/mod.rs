@@ -35,6 +35,8 @@ pub struct ColdConfig {
     pub max_hot_size_per_group: u64,
     /// How long an object stays unreferenced before it is deleted.
     pub gc_grace: Duration,
+    /// A stream's hot tail older than this is flushed whole; zero: never.
+    pub flush_max_hot_age: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

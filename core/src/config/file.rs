@@ -40,6 +40,7 @@ pub struct ColdSection {
     pub flush_size: Option<ByteSize>,
     pub flush_max_concurrency: Option<usize>,
     pub max_hot_size_per_group: Option<ByteSize>,
+    pub flush_max_hot_age: Option<String>,
     /// Ours: how long an unreferenced object waits before deletion.
     pub gc_grace: Option<String>,
     #[serde(default)]

@@ -26,6 +26,9 @@ pub struct StreamData {
     chunks: Vec<(u64, Bytes)>,
     len: u64,
     cold: Vec<ColdSpan>,
+    /// When the oldest hot byte arrived (ms), 0 without hot bytes; after a
+    /// partial flush, the time of that flush (a lower bound of the age).
+    hot_since_ms: u64,
 }
 
 /// What a read takes from each tier: cold slices first (fetched by the
@@ -45,9 +48,12 @@ impl StreamData {
         Offset(self.len)
     }
 
-    pub fn push(&mut self, bytes: Bytes) {
+    pub fn push(&mut self, bytes: Bytes, now_ms: u64) {
         if bytes.is_empty() {
             return;
+        }
+        if self.chunks.is_empty() {
+            self.hot_since_ms = now_ms;
         }
         let start = self.len;
         self.len += bytes.len() as u64;
@@ -111,9 +117,14 @@ impl StreamData {
         out
     }
 
+    /// When the oldest hot byte arrived, if any is held.
+    pub fn hot_since_ms(&self) -> Option<u64> {
+        (!self.chunks.is_empty()).then_some(self.hot_since_ms)
+    }
+
     /// Moves the hot bytes `[start, start + len)` to the cold `span`, if
     /// they are still the oldest hot bytes and end where an append did.
-    pub fn freeze(&mut self, span: ColdSpan) -> bool {
+    pub fn freeze(&mut self, span: ColdSpan, now_ms: u64) -> bool {
         let end = span.end();
         let edge = end == self.len || self.chunks.iter().any(|(s, _)| *s == end);
         if span.start != self.hot_start() || end > self.len || span.len == 0 || !edge {
@@ -122,6 +133,7 @@ impl StreamData {
         let keep_from = self.chunks.partition_point(|(s, _)| *s < end);
         self.chunks.drain(..keep_from);
         self.cold.push(span);
+        self.hot_since_ms = if self.chunks.is_empty() { 0 } else { now_ms.max(self.hot_since_ms) };
         true
     }
 
@@ -263,7 +275,7 @@ mod tests {
     fn data(parts: &[&str]) -> StreamData {
         let mut d = StreamData::default();
         for p in parts {
-            d.push(Bytes::copy_from_slice(p.as_bytes()));
+            d.push(Bytes::copy_from_slice(p.as_bytes()), 0);
         }
         d
     }
@@ -326,9 +338,9 @@ mod tests {
     #[test]
     fn freezing_moves_the_oldest_whole_appends_to_the_cold_tier() {
         let mut d = data(&["1\n", "22\n", "333\n"]);
-        assert!(!d.freeze(span(2, 3)), "only the oldest hot bytes");
-        assert!(!d.freeze(span(0, 3)), "only whole appends");
-        assert!(d.freeze(span(0, 5)));
+        assert!(!d.freeze(span(2, 3), 0), "only the oldest hot bytes");
+        assert!(!d.freeze(span(0, 3), 0), "only whole appends");
+        assert!(d.freeze(span(0, 5), 0));
         assert_eq!((d.hot_start(), d.hot_bytes(), d.first()), (5, 4, 0));
         assert_eq!(d.is_message_boundary(2), None, "inside a cold span");
         assert_eq!(d.is_message_boundary(5), Some(true));
@@ -338,8 +350,8 @@ mod tests {
     #[test]
     fn a_read_plan_takes_cold_slices_then_hot_bytes() {
         let mut d = data(&["{\"a\":1}\n", "{\"b\":2}\n", "{\"c\":3}\n"]);
-        assert!(d.freeze(span(0, 8)));
-        assert!(d.freeze(ColdSpan { start: 8, len: 8, object: "p".into(), object_offset: 100, digest: [1; 32] }));
+        assert!(d.freeze(span(0, 8), 0));
+        assert!(d.freeze(ColdSpan { start: 8, len: 8, object: "p".into(), object_offset: 100, digest: [1; 32] }, 0));
         // From inside cold, through the hot start: every cold byte, then hot.
         let plan = d.read_plan(3, 100, Boundary::Message);
         assert_eq!(plan.cold.iter().map(|c| (c.from, c.to)).collect::<Vec<_>>(), vec![(3, 8), (8, 16)]);

@@ -262,3 +262,31 @@ async fn gc_deletes_a_deleted_streams_objects_and_keeps_its_recreations() {
         assert!(read_from(v, 0, 8 * 1024 * 1024).await == body, "{}: the recreated stream", v.base());
     }
 }
+
+/// The development node with the in-memory cold store: a stream's hot tail
+/// older than `flush_max_hot_age` is flushed whole although its group is far
+/// below `flush_size`, and reads back the same.
+#[tokio::test]
+async fn an_old_hot_tail_is_flushed_whole_below_the_flush_size() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let config = dir.path().join("ursula.toml");
+    let text = "[storage.cold]\nbackend = \"memory\"\nflush_interval = \"100ms\"\nflush_size = \"64MiB\"\n\
+                flush_max_hot_age = \"300ms\"\n";
+    std::fs::write(&config, text).expect("config");
+    let args: Vec<String> = ["server", "--preset", "default", "--listen", "127.0.0.1:0", "--config"]
+        .into_iter()
+        .map(String::from)
+        .chain([config.display().to_string()])
+        .collect();
+    let node = Node::spawn(&args, Some(dir));
+    node.create(S, BIN).await;
+    let body = pattern(10_000);
+    append_all(&node, &body).await;
+    wait_flushed(&node, 10_000).await;
+    let deadline = Instant::now() + PATIENCE;
+    while metric(&node, "hot_bytes").await != 0 {
+        assert!(Instant::now() < deadline, "the whole tail goes cold");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(read_from(&node, 0, 3_000).await == body);
+}

@@ -82,7 +82,7 @@ impl StreamStore {
         // Everything is checked: apply.
         let start = stream.data.tail();
         if let Some(bytes) = bytes {
-            stream.data.push(bytes);
+            stream.data.push(bytes, ctx.now_ms);
         }
         if cmd.close {
             stream.closed = true;

@@ -35,9 +35,9 @@ impl StreamStore {
                     // A JSON stream stores only normalized messages.
                     return Err(Rejection::ContentTypeMismatch);
                 }
-                data.push(bytes);
+                data.push(bytes, ctx.now_ms);
             }
-            Body::Json(Ok(batch)) => data.push(batch.text),
+            Body::Json(Ok(batch)) => data.push(batch.text, ctx.now_ms),
             Body::Json(Err(e)) => return Err(Rejection::InvalidJson(e)),
         }
         let stream = StreamState {

@@ -195,7 +195,7 @@ impl StreamStore {
                 object_offset: piece.object_offset,
                 digest: piece.digest,
             };
-            frozen += usize::from(stream.data.freeze(span));
+            frozen += usize::from(stream.data.freeze(span, ctx.now_ms));
         }
         frozen
     }
