@@ -8,7 +8,8 @@
 #        (cd conformance && npm ci)
 # Usage: loadtest/bench.sh [OUT] [TARGET...]
 #   TARGET: append32 append8 fanout catchup idle (issue 4), raft8 raft32 (issue 5),
-#           cluster8 cluster32 (issue 6), gateway8 gwcatchup gwchunks (issue 8)
+#           cluster8 cluster32 (issue 6), gateway8 gwcatchup gwchunks (issue 8),
+#           coldcatchup coldappend (issue 7)
 # URSULA_BIN and LOADTEST_BIN override the binaries (e.g. copies of a build
 # that later builds must not replace mid-run).
 set -euo pipefail
@@ -17,7 +18,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 out="${1:-$root/target/bench}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(append32 append8 fanout catchup idle raft8 raft32 cluster8 cluster32 gateway8 gwcatchup gwchunks)
+[ ${#targets[@]} -gt 0 ] || targets=(append32 append8 fanout catchup idle raft8 raft32 cluster8 cluster32 gateway8 gwcatchup gwchunks coldcatchup coldappend)
 mkdir -p "$out"
 lt="${LOADTEST_BIN:-$root/target/release/ursula-loadtest}"
 ursula="${URSULA_BIN:-$root/target/release/ursula}"
@@ -177,6 +178,25 @@ run_gateway() {
   pids=()
 }
 
+# s3_up: `ursula-loadtest s3-server` (s3s-fs) over a fresh directory under
+# OUT, with the bucket `bench`; sets s3_url, s3_pid.
+s3_up() {
+  rm -rf "$out/s3"; mkdir -p "$out/s3/bench"
+  "$lt" s3-server --dir "$out/s3" >"$out/s3.log" 2>&1 &
+  s3_pid=$!
+  s3_url=$(wait_url "$out/s3.log" "s3 listening on")
+}
+
+s3_down() { kill "$s3_pid" 2>/dev/null || true; wait "$s3_pid" 2>/dev/null || true; }
+
+# cold_config NAME KEYS: a config of the development node with the S3 cold
+# tier on s3_url; KEYS are more [storage.cold] lines (printf %b escapes).
+cold_config() {
+  printf '[storage.cold]\nbackend = "s3"\nroot = "%s"\n%b[storage.cold.s3]\nbucket = "bench"\nregion = "us-east-1"\nendpoint = "%s"\naccess_key_id = "bench"\nsecret_access_key = "bench-secret"\nserver_side_encryption = "none"\n' \
+    "$1" "$2" "$s3_url" >"$out/$1.toml"
+  echo "$out/$1.toml"
+}
+
 for t in "${targets[@]}"; do
   case "$t" in
     append32) run append32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
@@ -201,6 +221,19 @@ for t in "${targets[@]}"; do
     gwcatchup) run_gateway gwcatchup direct "" gateway "" catchup --mib 64 --passes 4 --rounds 3 ;;
     gwchunks) run_gateway gwchunks uncached "--immutable-cache-bytes 0" cached "" \
       catchup --chunks --mib 64.5 --readers 4 --passes 4 --rounds 3 ;;
+    # Issue 7: catch-up reads of a stream held in memory against the same
+    # stream flushed to S3 (s3s-fs on loopback, no cold read cache), and
+    # appends while the cold tier flushes against a node without one.
+    coldcatchup) s3_up
+      run_engines coldcatchup hot "" cold "--preset default --config $(cold_config coldcatchup \
+        'flush_interval = "200ms"\nflush_size = "4MiB"\nflush_max_hot_age = "1s"\ncache_size = "0"\nmax_hot_size_per_group = "0"\n')" \
+        catchup --mib 64 --passes 4 --rounds 3 --settle-secs 5
+      s3_down ;;
+    coldappend) s3_up
+      run_engines coldappend hot "" flushing "--preset default --config $(cold_config coldappend \
+        'flush_interval = "200ms"\nflush_size = "1MiB"\nmax_hot_size_per_group = "0"\n')" \
+        append --streams 8 --writers 8 --bytes 256 --duration 5 --rounds 3
+      s3_down ;;
     *) echo "unknown target $t" >&2; exit 1 ;;
   esac
 done

@@ -9,6 +9,7 @@
 
 mod client;
 mod report;
+mod s3_server;
 mod scenarios;
 mod sse;
 mod stats;
@@ -60,6 +61,18 @@ enum Command {
         target: One,
         #[command(flatten)]
         args: ManyArgs,
+    },
+    /// An S3-compatible server over a directory (s3s-fs), for cold-tier benchmarks.
+    S3Server {
+        /// Directory whose subdirectories are the buckets.
+        #[arg(long)]
+        dir: String,
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: String,
+        #[arg(long, default_value = "bench")]
+        access_key: String,
+        #[arg(long, default_value = "bench-secret")]
+        secret_key: String,
     },
     /// Run a scenario against two or more servers in one run, interleaving rounds; ratios are to the first --url.
     Compare {
@@ -150,6 +163,7 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
         Command::SseFanout { target, args } => one(Scenario::SseFanout(args), target),
         Command::Catchup { target, args } => one(Scenario::Catchup(args), target),
         Command::ManyStreams { target, args } => one(Scenario::ManyStreams(args), target),
+        Command::S3Server { .. } => anyhow::bail!("s3-server runs on its own"),
         Command::Compare { targets, scenario } => {
             let n = targets.url.len();
             anyhow::ensure!(n >= 2, "compare needs at least two --url");
@@ -182,7 +196,12 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
 }
 
 fn main() -> anyhow::Result<()> {
-    let plan = plan(Cli::parse())?;
+    let cli = Cli::parse();
+    if let Command::S3Server { dir, listen, access_key, secret_key } = &cli.command {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+        return runtime.block_on(s3_server::serve(dir, listen, access_key, secret_key));
+    }
+    let plan = plan(cli)?;
     let threads = plan.common.client_threads.max(1);
     let runtime = if threads == 1 {
         tokio::runtime::Builder::new_current_thread().enable_all().build()?

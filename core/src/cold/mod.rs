@@ -37,6 +37,8 @@ pub struct ColdConfig {
     pub gc_grace: Duration,
     /// A stream's hot tail older than this is flushed whole; zero: never.
     pub flush_max_hot_age: Duration,
+    /// Bytes of fetched cold spans kept for repeated reads; 0: none.
+    pub cache_size: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,9 +46,6 @@ pub enum ColdBackend {
     Memory,
     S3(s3::S3Config),
 }
-
-/// Bytes of cold spans kept in memory for repeated reads.
-const READ_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The node's cold tier: the store, its settings, the cache of fetched
 /// spans, and what the flush worker last counted per group.
@@ -76,7 +75,7 @@ pub struct ColdStats {
 impl Cold {
     pub fn new(store: Arc<dyn ColdStore>, config: ColdConfig, groups: u32) -> Cold {
         let cache = moka::sync::Cache::builder()
-            .max_capacity(READ_CACHE_BYTES)
+            .max_capacity(config.cache_size)
             .weigher(|k: &(String, u64), v: &Bytes| u32::try_from(k.0.len() + v.len()).unwrap_or(u32::MAX))
             .build();
         let hot = (0..groups).map(|_| AtomicU64::new(0)).collect();

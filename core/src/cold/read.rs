@@ -27,7 +27,9 @@ impl Cold {
             self.stats.fetch_failures.fetch_add(1, Relaxed);
             return Err(ColdError::Corrupt(span.object.clone()));
         }
-        self.cache.insert(key, bytes.clone());
+        if self.config.cache_size > 0 {
+            self.cache.insert(key, bytes.clone());
+        }
         Ok(bytes)
     }
 

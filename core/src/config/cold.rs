@@ -89,6 +89,7 @@ pub fn resolve(section: ColdSection) -> Result<Option<ColdConfig>, ConfigError> 
         flush_size: section.flush_size.map_or(8 * 1024 * 1024, |s| s.0),
         flush_max_concurrency: section.flush_max_concurrency.unwrap_or(4).max(1),
         max_hot_size_per_group: section.max_hot_size_per_group.map_or(64 * 1024 * 1024, |s| s.0),
+        cache_size: section.cache_size.map_or(256 * 1024 * 1024, |s| s.0),
         flush_max_hot_age: duration(
             "storage.cold.flush_max_hot_age",
             section.flush_max_hot_age,

@@ -41,6 +41,8 @@ pub struct ColdSection {
     pub flush_max_concurrency: Option<usize>,
     pub max_hot_size_per_group: Option<ByteSize>,
     pub flush_max_hot_age: Option<String>,
+    /// Ours: bytes of fetched cold spans kept for repeated reads.
+    pub cache_size: Option<ByteSize>,
     /// Ours: how long an unreferenced object waits before deletion.
     pub gc_grace: Option<String>,
     #[serde(default)]

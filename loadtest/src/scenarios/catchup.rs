@@ -47,13 +47,17 @@ pub struct CatchupArgs {
     /// Read the immutable chunk URLs instead of `?offset=` reads.
     #[arg(long)]
     pub chunks: bool,
+    /// Seconds to wait after setup before the first round (lets a cold
+    /// tier flush what was written).
+    #[arg(long, default_value_t = 0.0)]
+    pub settle_secs: f64,
 }
 
 impl CatchupArgs {
     pub fn params(&self) -> Value {
         json!({
             "mib": self.mib, "chunk_kib": self.chunk_kib, "writers": self.writers, "readers": self.readers,
-            "passes": self.passes, "chunks": self.chunks,
+            "passes": self.passes, "chunks": self.chunks, "settle_secs": self.settle_secs,
         })
     }
 }
@@ -112,6 +116,9 @@ pub async fn setup(a: &CatchupArgs, ctx: &Ctx, t: &Target, sample: &mut Sample) 
     let (status, headers, _) = conn.call(conn.request(Method::HEAD, t.uri(&name, ""), Bytes::new())).await?;
     anyhow::ensure!(status.is_success(), "{}: HEAD {name} answered {status}", t.label);
     let token = header_str(&headers, "stream-incarnation").unwrap_or_default().to_string();
+    if a.settle_secs > 0.0 {
+        tokio::time::sleep(Duration::from_secs_f64(a.settle_secs)).await;
+    }
     Ok(State { name, token, bytes: written })
 }
 
