@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ursula_gateway::{Backend, BackendError, LeaderHint, Readiness, Unavailable, WaitOutcome, WriteRoute};
+use ursula_gateway::{Backend, BackendError, LeaderHint, PartsCommit, Readiness, Unavailable, WaitOutcome, WriteRoute};
 use ursula_stream::{
     AdvanceRetention, AppendOk, AppendStream, BootstrapView, Command, CreateOk, CreateStream, DeleteStream,
-    Incarnation, Offset, Outcome, PublishSnapshot, ReadQuery, ReadView, RenewStream, SnapshotOk, SnapshotView,
-    StreamInfo, StreamKey, StreamStore,
+    Incarnation, Offset, Outcome, PublishSnapshot, ReadQuery, ReadView, Rejection, RenewStream, SnapshotOk,
+    SnapshotView, StreamInfo, StreamKey, StreamStore,
 };
 
 use crate::cold::Cold;
@@ -38,7 +38,36 @@ impl<E: GroupEngine> NodeBackend<E> {
         Ok(())
     }
 
+    async fn publish(&self, group: GroupId, cmd: PublishSnapshot) -> Result<SnapshotOk, BackendError> {
+        match self.propose_in(group, Command::PublishSnapshot(cmd)).await? {
+            Outcome::PublishSnapshot(result) => result.map_err(BackendError::Rejected),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// The stream's state now, with the `Stream-Incarnation` precondition applied.
+    fn current(&self, key: &StreamKey, expect: Option<Incarnation>) -> Result<StreamInfo, BackendError> {
+        let info = self.query(key, |store, now| store.head(key, now))?;
+        match expect {
+            Some(e) if e != info.incarnation => {
+                Err(BackendError::Rejected(Rejection::IncarnationMismatch { current: Some(info.incarnation) }))
+            }
+            _ => Ok(info),
+        }
+    }
+
+    /// Fetches a snapshot body kept in the cold tier.
+    async fn load_snapshot(&self, snapshot: &mut ursula_stream::Snapshot) -> Result<(), BackendError> {
+        if snapshot.cold.is_none() {
+            return Ok(());
+        }
+        let cold =
+            self.cold.as_ref().ok_or_else(|| BackendError::Internal("a cold snapshot without a cold store".into()))?;
+        cold.load_snapshot(snapshot).await.map_err(Self::cold_failed)
+    }
+
     fn cold_failed(e: crate::cold::ColdError) -> BackendError {
+        tracing::warn!(error = %e, "the cold store failed a request");
         BackendError::ColdStoreFailed(e.to_string())
     }
 
@@ -137,12 +166,82 @@ impl<E: GroupEngine> Backend for NodeBackend<E> {
         }
     }
 
-    async fn publish_snapshot(&self, cmd: PublishSnapshot) -> Result<SnapshotOk, BackendError> {
-        let group = self.group(&cmd.key);
-        match self.propose_in(group, Command::PublishSnapshot(cmd)).await? {
-            Outcome::PublishSnapshot(result) => result.map_err(BackendError::Rejected),
-            other => Err(unexpected(&other)),
+    fn max_snapshot_bytes(&self) -> Option<u64> {
+        self.cold.as_ref().map(|_| crate::cold::snapshots::MAX_SNAPSHOT_BYTES)
+    }
+
+    async fn stage_part(
+        &self,
+        key: StreamKey,
+        expect: Option<Incarnation>,
+        body: bytes::Bytes,
+    ) -> Result<(String, StreamInfo), BackendError> {
+        let cold = self.cold.as_ref().ok_or(BackendError::NoColdStore)?;
+        let info = self.current(&key, expect)?;
+        let id = cold.stage_part(&key, info.incarnation, body).await.map_err(Self::cold_failed)?;
+        Ok((id, info))
+    }
+
+    async fn publish_parts(&self, c: PartsCommit) -> Result<SnapshotOk, BackendError> {
+        use crate::cold::snapshots::{MAX_SNAPSHOT_BYTES, PartsError};
+        let cold = self.cold.as_ref().ok_or(BackendError::NoColdStore)?;
+        // The key first: a repeat or a conflict answers even after the parts are gone.
+        let checked =
+            self.query(&c.key, |store, now| store.check_parts_commit(&c.key, c.offset, c.digest, c.expect, now))?;
+        if let Some(repeat) = checked {
+            return Ok(repeat);
         }
+        let incarnation = self.current(&c.key, c.expect)?.incarnation;
+        let body = match cold.assemble_parts(&c.key, incarnation, &c.parts).await {
+            Ok(body) => body,
+            Err(PartsError::Unknown) => return Err(BackendError::Rejected(Rejection::UnknownPart)),
+            Err(PartsError::TooLarge) => {
+                return Err(BackendError::Rejected(Rejection::SnapshotTooLarge { limit: MAX_SNAPSHOT_BYTES }));
+            }
+            Err(PartsError::Store(e)) => return Err(Self::cold_failed(e)),
+        };
+        if ursula_stream::SnapshotDigest::of(&c.content_type, &body) != c.digest {
+            // The copy that found the mismatch used the parts up.
+            cold.delete_parts(&c.key, incarnation, &c.parts).await;
+            return Err(BackendError::Rejected(Rejection::SnapshotDigestMismatch));
+        }
+        let group = self.group(&c.key);
+        let stored = cold.store_snapshot(group.0, body).await.map_err(Self::cold_failed)?;
+        let cmd = PublishSnapshot {
+            key: c.key.clone(),
+            offset: c.offset,
+            content_type: c.content_type,
+            body: bytes::Bytes::new(),
+            digest: c.digest,
+            expect: c.expect,
+            cold: Some(stored),
+        };
+        let published = self.publish(group, cmd).await;
+        // A final answer for the key spends the parts; a retryable one keeps them.
+        if matches!(published, Ok(_) | Err(BackendError::Rejected(_))) {
+            cold.delete_parts(&c.key, incarnation, &c.parts).await;
+        }
+        published
+    }
+
+    async fn discard_parts(&self, key: StreamKey, expect: Option<Incarnation>) -> Result<StreamInfo, BackendError> {
+        let cold = self.cold.as_ref().ok_or(BackendError::NoColdStore)?;
+        let info = self.current(&key, expect)?;
+        cold.discard_parts(&key, info.incarnation).await.map_err(Self::cold_failed)?;
+        Ok(info)
+    }
+
+    async fn publish_snapshot(&self, cmd: PublishSnapshot) -> Result<SnapshotOk, BackendError> {
+        let mut cmd = cmd;
+        let group = self.group(&cmd.key);
+        if let Some(cold) = &self.cold
+            && cmd.cold.is_none()
+            && cmd.body.len() >= crate::cold::snapshots::EXTERNAL_PAYLOAD_MIN_SIZE
+        {
+            let body = std::mem::take(&mut cmd.body);
+            cmd.cold = Some(cold.store_snapshot(group.0, body).await.map_err(Self::cold_failed)?);
+        }
+        self.publish(group, cmd).await
     }
 
     async fn advance_retention(&self, cmd: AdvanceRetention) -> Result<StreamInfo, BackendError> {
@@ -154,13 +253,17 @@ impl<E: GroupEngine> Backend for NodeBackend<E> {
     }
 
     async fn snapshot(&self, key: StreamKey, offset: Offset) -> Result<SnapshotView, BackendError> {
-        let view = self.query(&key, |store, now| store.snapshot(&key, offset, now))?;
+        let mut view = self.query(&key, |store, now| store.snapshot(&key, offset, now))?;
+        self.load_snapshot(&mut view.snapshot).await?;
         self.renew_if_due(&key).await?;
         Ok(view)
     }
 
     async fn bootstrap(&self, key: StreamKey, max_bytes: u64) -> Result<BootstrapView, BackendError> {
         let mut view = self.query(&key, |store, now| store.bootstrap(&key, max_bytes, now))?;
+        if let Some(snapshot) = view.snapshot.as_mut() {
+            self.load_snapshot(snapshot).await?;
+        }
         if let Some(cold) = &self.cold {
             cold.materialize_bootstrap(&mut view).await.map_err(Self::cold_failed)?;
         }

@@ -22,6 +22,9 @@ pub enum BackendError {
     /// commit took too long) before the apply was seen: it may have applied.
     #[error("the outcome of the write is unknown")]
     OutcomeUnknown { retry_after_secs: u64 },
+    /// The request needs a cold backend this node lacks (`501`).
+    #[error("no cold store")]
+    NoColdStore,
     /// A read needed the cold tier and the cold store failed it (a
     /// missing or damaged object is never served as bytes).
     #[error("cold store failed: {0}")]
@@ -46,6 +49,18 @@ impl From<Rejection> for BackendError {
     fn from(r: Rejection) -> Self {
         BackendError::Rejected(r)
     }
+}
+
+/// `PUT …/snapshot/{offset}` with `Stream-Snapshot-Parts` (spec/30).
+#[derive(Debug, Clone)]
+pub struct PartsCommit {
+    pub key: StreamKey,
+    pub offset: Offset,
+    pub content_type: ursula_stream::ContentType,
+    pub digest: ursula_stream::SnapshotDigest,
+    pub expect: Option<Incarnation>,
+    /// The manifest's part ids, in order, distinct.
+    pub parts: Vec<String>,
 }
 
 /// How a wait for new data ended.
@@ -133,6 +148,32 @@ pub trait Backend: Send + Sync + 'static {
     /// single node always serves locally.
     fn leader_route(&self, _key: &StreamKey) -> WriteRoute {
         WriteRoute::Local
+    }
+    /// The largest snapshot taken in parts (`Ursula-Max-Snapshot-Bytes`);
+    /// `None` without a cold backend.
+    fn max_snapshot_bytes(&self) -> Option<u64> {
+        None
+    }
+    /// Stages one part of a snapshot upload; returns its id.
+    fn stage_part(
+        &self,
+        _key: StreamKey,
+        _expect: Option<Incarnation>,
+        _body: bytes::Bytes,
+    ) -> impl Future<Output = Result<(String, StreamInfo), BackendError>> + Send {
+        async { Err(BackendError::NoColdStore) }
+    }
+    /// Publishes the snapshot assembled from staged parts, in order.
+    fn publish_parts(&self, _commit: PartsCommit) -> impl Future<Output = Result<SnapshotOk, BackendError>> + Send {
+        async { Err(BackendError::NoColdStore) }
+    }
+    /// Deletes every staged part of the stream's current incarnation.
+    fn discard_parts(
+        &self,
+        _key: StreamKey,
+        _expect: Option<Incarnation>,
+    ) -> impl Future<Output = Result<StreamInfo, BackendError>> + Send {
+        async { Err(BackendError::NoColdStore) }
     }
     /// A catch-up read; it renews a sliding TTL as the state machine asks.
     fn read(&self, key: StreamKey, query: ReadQuery) -> impl Future<Output = Result<ReadView, BackendError>> + Send;

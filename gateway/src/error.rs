@@ -185,6 +185,9 @@ impl ApiError {
                 "the leadership changed after the write was proposed; it may have applied: repeat it with its key",
             )
             .header("retry-after", retry_after_secs),
+            ApiError::Backend(BackendError::NoColdStore) => {
+                ErrorAnswer::new(S::NOT_IMPLEMENTED, "NO_COLD_STORE", "snapshot upload in parts needs a cold backend")
+            }
             ApiError::Backend(BackendError::ColdStoreFailed(_)) => {
                 ErrorAnswer::new(S::BAD_GATEWAY, "COLD_STORE_FAILED", "the cold store failed the read")
             }
@@ -283,6 +286,21 @@ fn rejection_answer(r: &Rejection) -> ErrorAnswer {
             ErrorAnswer::new(S::CONFLICT, code, "the snapshot offset is beyond the stream's tail")
         }
         Rejection::NotJsonBoundary => ErrorAnswer::new(S::BAD_REQUEST, code, "the offset is inside a JSON message"),
+        Rejection::UnknownPart => {
+            ErrorAnswer::new(S::BAD_REQUEST, code, "a listed part is not staged for this stream incarnation")
+        }
+        Rejection::InvalidPartsCommit => ErrorAnswer::new(
+            S::BAD_REQUEST,
+            code,
+            "the manifest must list exactly Stream-Snapshot-Parts distinct part ids, each followed by LF",
+        ),
+        Rejection::SnapshotDigestMismatch => {
+            ErrorAnswer::new(S::BAD_REQUEST, code, "the assembled snapshot does not match Stream-Snapshot-Digest")
+        }
+        Rejection::SnapshotTooLarge { limit } => {
+            ErrorAnswer::new(S::PAYLOAD_TOO_LARGE, code, "the assembled snapshot is too large")
+                .header(names::URSULA_MAX_SNAPSHOT_BYTES, limit)
+        }
         Rejection::JsonBoundaryUnverified => ErrorAnswer::new(
             S::SERVICE_UNAVAILABLE,
             code,

@@ -39,6 +39,8 @@ pub mod names {
     pub const STREAM_READ_ORIGIN: &str = "stream-read-origin";
     pub const URSULA_CLUSTER_ID: &str = "ursula-cluster-id";
     pub const URSULA_MAX_REQUEST_BYTES: &str = "ursula-max-request-bytes";
+    pub const URSULA_MAX_SNAPSHOT_BYTES: &str = "ursula-max-snapshot-bytes";
+    pub const STREAM_SNAPSHOT_PART: &str = "stream-snapshot-part";
     pub const RAFT_LEADER_ID: &str = "x-ursula-raft-leader-id";
     pub const RAFT_GROUP: &str = "x-ursula-raft-group";
     pub const RAFT_TERM: &str = "x-ursula-raft-term";

@@ -22,7 +22,7 @@ pub enum Sub {
     /// `snapshot`: the removed latest-snapshot path.
     SnapshotLatest,
     /// `snapshot/{offset}/parts`
-    SnapshotParts,
+    SnapshotParts(String),
     /// `snapshot/parts` (discard)
     DiscardParts,
     /// `retention/{offset}`
@@ -56,7 +56,7 @@ pub fn route(path: &str) -> Result<Route, ApiError> {
                 ["snapshot"] => Sub::SnapshotLatest,
                 ["snapshot", "parts"] => Sub::DiscardParts,
                 ["snapshot", offset] => Sub::Snapshot(decode(offset)?),
-                ["snapshot", _, "parts"] => Sub::SnapshotParts,
+                ["snapshot", offset, "parts"] => Sub::SnapshotParts(decode(offset)?),
                 ["retention", offset] => Sub::Retention(decode(offset)?),
                 ["bootstrap"] => Sub::Bootstrap,
                 ["incarnation", token, "chunk", offset] => {

@@ -96,6 +96,7 @@ pub fn failure(group: u32, e: &BackendError) -> pb::Failure {
         BackendError::ColdStoreFailed(message) => {
             Kind::ColdStoreFailed(pb::ColdStoreFailed { message: message.clone() })
         }
+        BackendError::NoColdStore => Kind::Internal(pb::Internal { message: "no cold store".into() }),
         BackendError::OutcomeUnknown { retry_after_secs } => {
             Kind::OutcomeUnknown(pb::OutcomeUnknown { retry_after_secs: *retry_after_secs })
         }

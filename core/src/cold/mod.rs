@@ -8,11 +8,13 @@
 //! - `read`: materializing a read plan's cold slices (fetch, check, cut).
 //! - `flush`: the background worker that uploads and commits hot ranges.
 //! - `gc`: deleting objects no stream references any more.
+//! - `snapshots`: snapshot bodies as cold objects, and upload in parts.
 
 pub mod flush;
 pub mod gc;
 pub mod read;
 pub mod s3;
+pub mod snapshots;
 pub mod store;
 
 use std::sync::Arc;

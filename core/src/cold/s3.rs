@@ -127,6 +127,20 @@ impl ColdStore for S3ColdStore {
         })
     }
 
+    fn get<'a>(&'a self, key: &'a str) -> ColdResult<'a, Bytes> {
+        Box::pin(async move {
+            let got = self.client.get_object().bucket(&self.bucket).key(key).send().await;
+            let output = match got {
+                Ok(output) => output,
+                Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => {
+                    return Err(ColdError::Missing(key.to_string()));
+                }
+                Err(e) => return Err(failed(aws_sdk_s3::error::DisplayErrorContext(e))),
+            };
+            Ok(output.body.collect().await.map_err(failed)?.into_bytes())
+        })
+    }
+
     fn delete<'a>(&'a self, key: &'a str) -> ColdResult<'a, ()> {
         Box::pin(async move {
             self.client

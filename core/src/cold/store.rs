@@ -26,6 +26,8 @@ pub trait ColdStore: Send + Sync + 'static {
     fn put<'a>(&'a self, key: &'a str, body: Bytes) -> ColdResult<'a, ()>;
     /// Bytes `[offset, offset + len)` of the object at `key`.
     fn get_range<'a>(&'a self, key: &'a str, offset: u64, len: u64) -> ColdResult<'a, Bytes>;
+    /// The whole object at `key`.
+    fn get<'a>(&'a self, key: &'a str) -> ColdResult<'a, Bytes>;
     fn delete<'a>(&'a self, key: &'a str) -> ColdResult<'a, ()>;
     /// The keys of every object under `prefix`.
     fn list<'a>(&'a self, prefix: &'a str) -> ColdResult<'a, Vec<String>>;
@@ -60,6 +62,11 @@ impl ColdStore for MemoryColdStore {
             }
             Ok(object.slice(lo..hi))
         })
+    }
+
+    fn get<'a>(&'a self, key: &'a str) -> ColdResult<'a, Bytes> {
+        let found = self.objects().get(key).cloned();
+        Box::pin(async move { found.ok_or_else(|| ColdError::Missing(key.to_string())) })
     }
 
     fn delete<'a>(&'a self, key: &'a str) -> ColdResult<'a, ()> {

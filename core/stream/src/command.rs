@@ -81,6 +81,8 @@ pub struct PublishSnapshot {
     pub body: Bytes,
     pub digest: SnapshotDigest,
     pub expect: Option<Incarnation>,
+    /// The body already stored in the cold tier (then `body` is empty).
+    pub cold: Option<crate::snapshot::ColdBody>,
 }
 
 /// `PUT /{bucket}/{stream}/retention/{offset}` (extensions §2.2, Retention Effect).

@@ -43,6 +43,6 @@ pub use outcome::{
     StreamInfo,
 };
 pub use producer::{ProducerHeaders, Receipt};
-pub use snapshot::{Snapshot, SnapshotDigest, SnapshotMeta};
+pub use snapshot::{ColdBody, Snapshot, SnapshotDigest, SnapshotMeta};
 pub use store::{Outcome, ReadQuery, StreamStore};
 pub use stream_seq::StreamSeq;

@@ -123,6 +123,17 @@ pub enum Rejection {
     SnapshotBeyondTail,
     /// On a JSON stream, an offset inside a message.
     NotJsonBoundary,
+    /// A commit of parts named a part that is not staged for this stream
+    /// incarnation.
+    UnknownPart,
+    /// A commit of parts whose manifest does not match `Stream-Snapshot-Parts`.
+    InvalidPartsCommit,
+    /// The assembled snapshot's digest differs from `Stream-Snapshot-Digest`.
+    SnapshotDigestMismatch,
+    /// The assembled snapshot is above `Ursula-Max-Snapshot-Bytes`.
+    SnapshotTooLarge {
+        limit: u64,
+    },
     /// The offset lies inside bytes already in the cold tier: the state
     /// machine cannot tell whether a JSON message ends there.
     JsonBoundaryUnverified,
@@ -170,6 +181,10 @@ impl Rejection {
             Rejection::SnapshotConflict { .. } | Rejection::SnapshotBeyondTail => "SNAPSHOT_CONFLICT",
             Rejection::NotJsonBoundary => "NOT_JSON_BOUNDARY",
             Rejection::JsonBoundaryUnverified => "JSON_BOUNDARY_UNVERIFIED",
+            Rejection::UnknownPart => "UNKNOWN_PART",
+            Rejection::InvalidPartsCommit => "INVALID_PARTS_COMMIT",
+            Rejection::SnapshotDigestMismatch => "SNAPSHOT_DIGEST_MISMATCH",
+            Rejection::SnapshotTooLarge { .. } => "REQUEST_TOO_LARGE",
             Rejection::InvalidRetention => "INVALID_RETENTION",
         }
     }

@@ -24,6 +24,20 @@ impl SnapshotDigest {
     }
 }
 
+impl SnapshotDigest {
+    /// The digest from its 64 lowercase hex digits (`Stream-Snapshot-Digest`).
+    pub fn parse_hex(text: &str) -> Option<SnapshotDigest> {
+        if text.len() != 64 || !text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+            return None;
+        }
+        let mut out = [0u8; 32];
+        for (i, byte) in out.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
+        }
+        Some(SnapshotDigest(out))
+    }
+}
+
 impl fmt::Display for SnapshotDigest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for b in self.0 {
@@ -38,8 +52,19 @@ impl fmt::Display for SnapshotDigest {
 pub struct Snapshot {
     pub offset: Offset,
     pub content_type: ContentType,
+    /// Empty while the body lives in the cold tier (`cold`); the shell
+    /// fetches it (and checks `digest`) before anyone reads it.
     pub body: Bytes,
     pub digest: SnapshotDigest,
+    pub cold: Option<ColdBody>,
+}
+
+/// A snapshot body stored as one cold object (bodies of at least
+/// `runtime.external_payload_min_size`, and snapshots assembled from parts).
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct ColdBody {
+    pub object: String,
+    pub len: u64,
 }
 
 /// What a reader learns of a snapshot without its body.
@@ -72,5 +97,8 @@ mod tests {
         hasher.update(&16u64.to_le_bytes());
         hasher.update(b"application/json{}");
         assert_eq!(a.to_string(), hasher.finalize().to_hex().to_string());
+        assert_eq!(SnapshotDigest::parse_hex(&a.to_string()), Some(a));
+        assert_eq!(SnapshotDigest::parse_hex(&a.to_string().to_uppercase()), None);
+        assert_eq!(SnapshotDigest::parse_hex("abc"), None);
     }
 }

@@ -290,3 +290,118 @@ async fn an_old_hot_tail_is_flushed_whole_below_the_flush_size() {
     }
     assert!(read_from(&node, 0, 3_000).await == body);
 }
+
+const PART: usize = 25 * 1024 * 1024;
+
+/// Stages `body` at `snapshot_offset` as one part; returns the part id.
+async fn stage(node: &Node, at: &str, body: Vec<u8>) -> String {
+    let staged = node.post(&format!("{S}/snapshot/{at}/parts")).body(body).send().await;
+    staged.expect(201);
+    staged.must("stream-snapshot-part").to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_100_mib_snapshot_goes_up_in_parts_and_reads_back_with_ranges() {
+    let s3 = S3Server::start().await;
+    let mut layout = Layout::new(3, "cold-parts", 1, Planes::Shared);
+    // A 100 MiB PUT of a debug build needs more than the outage tests' 2 s.
+    layout.sections = s3.cold_section_timed(FLUSH, "60s");
+    let voters: Vec<Option<Node>> = (0..3).map(|i| Some(layout.start(i))).collect();
+    for v in voters.iter().flatten() {
+        wait_ready(v).await;
+    }
+    let leader = voters[0].as_ref().expect("node 1");
+    leader.create(S, BIN).await;
+    leader.append(S, BIN, "0123456789").await;
+    leader.head(S).send().await.expect(200).expect_header("ursula-max-snapshot-bytes", "1073741824");
+    let at = offset(10);
+
+    // A 2 MiB snapshot in one request goes to the cold tier whole.
+    let single = pattern(2 * 1024 * 1024);
+    leader.publish(S, &offset(5), BIN, single.clone()).await;
+    let read = voters[1].as_ref().expect("node 2").get(&format!("{S}/snapshot/{}", offset(5))).send().await;
+    assert!(read.expect(200).body == single, "a follower reads the cold snapshot body");
+
+    let body: Vec<u8> = (0..4 * PART).map(|i| ((i / 7) % 251) as u8).collect();
+    let digest = crate::support::snapshot_digest(BIN, &body);
+    let mut ids = Vec::new();
+    for piece in body.chunks(PART) {
+        ids.push(stage(leader, &at, piece.to_vec()).await);
+    }
+    let manifest: String = ids.iter().map(|id| format!("{id}\n")).collect();
+    let commit = |manifest: String, digest: String, count: usize| {
+        leader
+            .put(&format!("{S}/snapshot/{at}"))
+            .content_type(BIN)
+            .header("stream-snapshot-parts", count.to_string())
+            .header("stream-snapshot-digest", digest)
+            .body(manifest)
+    };
+    // Refusals that copy nothing keep the parts for a corrected commit.
+    commit(format!("{}{manifest}", "0000000000000000-0000000000000000.part\n"), digest.clone(), 5)
+        .send()
+        .await
+        .expect_error(400, "UNKNOWN_PART");
+    commit(manifest.clone(), digest.clone(), 3).send().await.expect_error(400, "INVALID_PARTS_COMMIT");
+    commit(manifest.clone(), digest.clone(), 4)
+        .send()
+        .await
+        .expect(204)
+        .expect_header("stream-snapshot-digest", &digest);
+    // A repeat answers from the key, after the parts are gone.
+    commit(manifest.clone(), digest.clone(), 4).send().await.expect(204);
+    assert!(
+        walk_all(&s3.dir.path().join(BUCKET)).iter().all(|p| p.extension().is_none_or(|e| e != "part")),
+        "the commit deleted its parts"
+    );
+
+    for v in voters.iter().flatten() {
+        let path = format!("{S}/snapshot/{at}");
+        let first = v.get(&path).header("range", "bytes=0-99").send().await;
+        first.expect(206).expect_header("content-range", &format!("bytes 0-99/{}", body.len()));
+        assert!(first.body == body[..100]);
+        let (lo, hi) = (PART - 50, PART + 49);
+        let across = v.get(&path).header("range", format!("bytes={lo}-{hi}")).send().await;
+        assert!(across.expect(206).body == body[lo..=hi], "{}: a range across two parts", v.base());
+        let tail = v.get(&path).header("range", "bytes=-10").send().await;
+        assert!(tail.expect(206).body == body[body.len() - 10..]);
+    }
+
+    // A digest that differs is refused, and a discard empties what is staged.
+    let spare = stage(leader, &offset(10), vec![1; 10]).await;
+    leader
+        .put(&format!("{S}/snapshot/{}", offset(10)))
+        .content_type(BIN)
+        .header("stream-snapshot-parts", "1")
+        .header("stream-snapshot-digest", crate::support::snapshot_digest(BIN, b"other"))
+        .body(format!("{spare}\n"))
+        .send()
+        .await
+        .expect_error(409, "SNAPSHOT_CONFLICT");
+    leader.append(S, BIN, "abcdefghij").await;
+    let later = stage(leader, &offset(20), vec![3; 10]).await;
+    leader
+        .put(&format!("{S}/snapshot/{}", offset(20)))
+        .content_type(BIN)
+        .header("stream-snapshot-parts", "1")
+        .header("stream-snapshot-digest", crate::support::snapshot_digest(BIN, b"not these bytes"))
+        .body(format!("{later}\n"))
+        .send()
+        .await
+        .expect_error(400, "SNAPSHOT_DIGEST_MISMATCH");
+    stage(leader, &at, vec![2; 10]).await;
+    leader.delete(&format!("{S}/snapshot/parts")).send().await.expect(204);
+    assert!(
+        walk_all(&s3.dir.path().join(BUCKET)).iter().all(|p| p.extension().is_none_or(|e| e != "part")),
+        "the discard deleted the staged parts"
+    );
+}
+
+fn walk_all(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() { out.extend(walk_all(&path)) } else { out.push(path) }
+    }
+    out
+}

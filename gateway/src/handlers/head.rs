@@ -20,6 +20,9 @@ pub async fn head<B: Backend>(shared: &Shared<B>, key: StreamKey, h: &HeaderMap)
         .header(header::CACHE_CONTROL, "no-store")
         .header(names::STREAM_RETAINED_OFFSET, info.retained.to_string())
         .header(names::URSULA_MAX_REQUEST_BYTES, shared.options.request_limit().to_string());
+    if let Some(max) = shared.backend.max_snapshot_bytes() {
+        b = b.header(names::URSULA_MAX_SNAPSHOT_BYTES, max.to_string());
+    }
     if let Some(snapshot) = info.snapshot {
         b = b
             .header(names::STREAM_SNAPSHOT_OFFSET, snapshot.offset.to_string())

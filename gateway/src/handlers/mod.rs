@@ -7,6 +7,7 @@
 //! - `read`: catch-up and long-poll reads, ETags, gzip.
 //! - `sse`: Server-Sent Events framing and the live loop.
 //! - `snapshot`: snapshot publish and read (with byte ranges), retention.
+//! - `parts`: snapshot upload in parts (stage, commit, discard).
 //! - `bootstrap`: `/bootstrap` as `multipart/mixed`.
 //! - `immutable`: the cacheable chunk and snapshot resources.
 //! - `ops`: `/__ursula/` operational endpoints.
@@ -15,6 +16,7 @@ mod bootstrap;
 mod head;
 mod immutable;
 mod ops;
+mod parts;
 pub(crate) mod read;
 mod snapshot;
 mod sse;
@@ -118,9 +120,11 @@ where
             Sub::SnapshotLatest => Err(ApiError::RemovedRoute(
                 "the latest-snapshot path was removed; take Stream-Snapshot-Offset from HEAD and read snapshot/{offset}",
             )),
-            Sub::SnapshotParts if req.method() == Method::POST => Err(ApiError::NoColdStore),
-            Sub::DiscardParts if req.method() == Method::DELETE => Err(ApiError::NoColdStore),
-            Sub::SnapshotParts | Sub::DiscardParts => Err(ApiError::MethodNotAllowed),
+            Sub::SnapshotParts(offset) if req.method() == Method::POST => {
+                parts::stage(&shared, key, &offset, req).await
+            }
+            Sub::DiscardParts if req.method() == Method::DELETE => parts::discard(&shared, key, &req).await,
+            Sub::SnapshotParts(_) | Sub::DiscardParts => Err(ApiError::MethodNotAllowed),
             Sub::Retention(offset) if req.method() == Method::PUT => {
                 snapshot::retention(&shared, key, &offset, req.headers()).await
             }
@@ -147,6 +151,8 @@ fn write_target<'a>(routed: &'a Route, method: &Method) -> Option<&'a StreamKey>
     match (routed, method) {
         (Route::Stream(key), &Method::PUT | &Method::POST | &Method::DELETE) => Some(key),
         (Route::Sub(key, Sub::Snapshot(_) | Sub::Retention(_)), &Method::PUT) => Some(key),
+        (Route::Sub(key, Sub::SnapshotParts(_)), &Method::POST) => Some(key),
+        (Route::Sub(key, Sub::DiscardParts), &Method::DELETE) => Some(key),
         _ => None,
     }
 }

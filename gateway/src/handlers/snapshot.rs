@@ -32,20 +32,25 @@ where
     let h = req.headers();
     if h.contains_key(names::STREAM_SNAPSHOT_PARTS) {
         // A commit of parts assembles what was staged in the cold tier.
-        return Err(ApiError::NoColdStore);
+        return super::parts::commit(shared, key, offset, req).await;
     }
     let content_type = headers::content_type(h)?.unwrap_or_else(ContentType::octet_stream);
     let expect = headers::incarnation(h)?;
     let upload = read_body(shared, req).await?;
     let body = upload.bytes.clone();
     let digest = SnapshotDigest::of(&content_type, &body);
-    let ok =
-        shared.backend.publish_snapshot(PublishSnapshot { key, offset, content_type, body, digest, expect }).await?;
+    let cmd = PublishSnapshot { key, offset, content_type, body, digest, expect, cold: None };
+    let ok = shared.backend.publish_snapshot(cmd).await?;
+    Ok(published(&ok))
+}
+
+/// The `204` of a publish (single request or parts).
+pub(super) fn published(ok: &ursula_stream::SnapshotOk) -> Answer {
     let b = render::builder(StatusCode::NO_CONTENT)
         .header(names::STREAM_SNAPSHOT_OFFSET, ok.snapshot.offset.to_string())
         .header(names::STREAM_SNAPSHOT_DIGEST, ok.snapshot.digest.to_string())
         .header(names::STREAM_INCARNATION, ok.info.incarnation.to_string());
-    Ok(render::finish(b, render::empty()))
+    render::finish(b, render::empty())
 }
 
 pub async fn retention<B: Backend>(

@@ -206,7 +206,10 @@ impl StreamStore {
         self.streams
             .values()
             .flat_map(BTreeMap::values)
-            .flat_map(|s| s.data.cold_spans().iter().map(|span| span.object.clone()))
+            .flat_map(|s| {
+                let snapshot = s.snapshot.as_ref().and_then(|snap| snap.cold.as_ref()).map(|c| c.object.clone());
+                s.data.cold_spans().iter().map(|span| span.object.clone()).chain(snapshot)
+            })
             .collect()
     }
 

@@ -32,11 +32,43 @@ impl StreamStore {
             }
         }
         stream.check_expect(cmd.expect)?;
-        let snapshot =
-            Snapshot { offset: cmd.offset, content_type: cmd.content_type, body: cmd.body, digest: cmd.digest };
+        let snapshot = Snapshot {
+            offset: cmd.offset,
+            content_type: cmd.content_type,
+            body: cmd.body,
+            digest: cmd.digest,
+            cold: cmd.cold,
+        };
         let meta = snapshot.meta();
         stream.snapshot = Some(Box::new(snapshot));
         Ok(SnapshotOk { snapshot: meta, info: stream.info() })
+    }
+
+    /// A commit of parts checks its key before it resolves them (spec/30):
+    /// `Ok(Some)` for a repeat of the published snapshot, `Err` for a
+    /// missing stream, a mismatched precondition or a `409` naming the
+    /// latest; `Ok(None)` when the parts must be assembled.
+    pub fn check_parts_commit(
+        &self,
+        key: &StreamKey,
+        offset: Offset,
+        digest: crate::snapshot::SnapshotDigest,
+        expect: Option<crate::incarnation::Incarnation>,
+        now_ms: u64,
+    ) -> Result<Option<SnapshotOk>, Rejection> {
+        let stream = self.live(key, now_ms).ok_or(Rejection::StreamNotFound)?;
+        if let Some(latest) = &stream.snapshot {
+            let repeat = latest.offset == offset && latest.digest == digest;
+            if !repeat && offset <= latest.offset {
+                return Err(Rejection::SnapshotConflict { latest: latest.meta() });
+            }
+            if repeat {
+                stream.check_expect(expect)?;
+                return Ok(Some(SnapshotOk { snapshot: latest.meta(), info: stream.info() }));
+            }
+        }
+        stream.check_expect(expect)?;
+        Ok(None)
     }
 
     /// Retention only moves forward, exactly to the requested offset, and

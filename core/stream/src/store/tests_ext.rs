@@ -23,6 +23,7 @@ impl Harness {
             body: Bytes::copy_from_slice(body.as_bytes()),
             digest,
             expect: None,
+            cold: None,
         };
         match self.apply(Command::PublishSnapshot(cmd)) {
             Outcome::PublishSnapshot(r) => r,

@@ -68,10 +68,15 @@ impl S3Server {
     /// `[storage.cold]` for voters that use this server, with `extra` keys
     /// of the section (one `key = value` per line).
     pub fn cold_section(&self, extra: &str) -> String {
+        self.cold_section_timed(extra, "2s")
+    }
+
+    /// As `cold_section`, with `timeout` per S3 attempt.
+    pub fn cold_section_timed(&self, extra: &str, timeout: &str) -> String {
         format!(
             "[storage.cold]\nbackend = \"s3\"\nroot = \"it\"\n{extra}[storage.cold.s3]\nbucket = \"{BUCKET}\"\n\
              region = \"us-east-1\"\nendpoint = \"{}\"\naccess_key_id = \"{ACCESS_KEY}\"\n\
-             secret_access_key = \"{SECRET_KEY}\"\ntimeout = \"2s\"\nmax_retries = 1\n",
+             secret_access_key = \"{SECRET_KEY}\"\ntimeout = \"{timeout}\"\nmax_retries = 1\n",
             self.url()
         )
     }
