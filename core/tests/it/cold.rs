@@ -144,17 +144,9 @@ async fn caught_up(node: &Node) {
     }
 }
 
+/// The cold span objects (`.seg`) under `dir`.
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(walk(&path));
-        } else if path.extension().is_some_and(|e| e == "seg") {
-            out.push(path);
-        }
-    }
-    out
+    walk_all(dir).into_iter().filter(|p| p.extension().is_some_and(|e| e == "seg")).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -300,6 +292,17 @@ async fn stage(node: &Node, at: &str, body: Vec<u8>) -> String {
     staged.must("stream-snapshot-part").to_string()
 }
 
+/// Commits the parts `ids` as the snapshot at byte `at` with `digest`.
+async fn commit_parts(node: &Node, at: u64, ids: &[String], digest: &str) -> crate::support::Answer {
+    node.put(&format!("{S}/snapshot/{}", offset(at)))
+        .content_type(BIN)
+        .header("stream-snapshot-parts", ids.len().to_string())
+        .header("stream-snapshot-digest", digest)
+        .body(ids.iter().map(|id| format!("{id}\n")).collect::<String>())
+        .send()
+        .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_100_mib_snapshot_goes_up_in_parts_and_reads_back_with_ranges() {
     let s3 = S3Server::start().await;
@@ -328,28 +331,22 @@ async fn a_100_mib_snapshot_goes_up_in_parts_and_reads_back_with_ranges() {
     for piece in body.chunks(PART) {
         ids.push(stage(leader, &at, piece.to_vec()).await);
     }
-    let manifest: String = ids.iter().map(|id| format!("{id}\n")).collect();
-    let commit = |manifest: String, digest: String, count: usize| {
-        leader
-            .put(&format!("{S}/snapshot/{at}"))
-            .content_type(BIN)
-            .header("stream-snapshot-parts", count.to_string())
-            .header("stream-snapshot-digest", digest)
-            .body(manifest)
-    };
     // Refusals that copy nothing keep the parts for a corrected commit.
-    commit(format!("{}{manifest}", "0000000000000000-0000000000000000.part\n"), digest.clone(), 5)
+    let unknown = ["0000000000000000-0000000000000000.part".to_string()];
+    let with_unknown: Vec<String> = unknown.iter().chain(&ids).cloned().collect();
+    commit_parts(leader, 10, &with_unknown, &digest).await.expect_error(400, "UNKNOWN_PART");
+    let short = leader
+        .put(&format!("{S}/snapshot/{at}"))
+        .content_type(BIN)
+        .header("stream-snapshot-parts", "3")
+        .header("stream-snapshot-digest", &digest)
+        .body(ids.iter().map(|id| format!("{id}\n")).collect::<String>())
         .send()
-        .await
-        .expect_error(400, "UNKNOWN_PART");
-    commit(manifest.clone(), digest.clone(), 3).send().await.expect_error(400, "INVALID_PARTS_COMMIT");
-    commit(manifest.clone(), digest.clone(), 4)
-        .send()
-        .await
-        .expect(204)
-        .expect_header("stream-snapshot-digest", &digest);
+        .await;
+    short.expect_error(400, "INVALID_PARTS_COMMIT");
+    commit_parts(leader, 10, &ids, &digest).await.expect(204).expect_header("stream-snapshot-digest", &digest);
     // A repeat answers from the key, after the parts are gone.
-    commit(manifest.clone(), digest.clone(), 4).send().await.expect(204);
+    commit_parts(leader, 10, &ids, &digest).await.expect(204);
     assert!(
         walk_all(&s3.dir.path().join(BUCKET)).iter().all(|p| p.extension().is_none_or(|e| e != "part")),
         "the commit deleted its parts"
@@ -369,26 +366,11 @@ async fn a_100_mib_snapshot_goes_up_in_parts_and_reads_back_with_ranges() {
 
     // A digest that differs is refused, and a discard empties what is staged.
     let spare = stage(leader, &offset(10), vec![1; 10]).await;
-    leader
-        .put(&format!("{S}/snapshot/{}", offset(10)))
-        .content_type(BIN)
-        .header("stream-snapshot-parts", "1")
-        .header("stream-snapshot-digest", crate::support::snapshot_digest(BIN, b"other"))
-        .body(format!("{spare}\n"))
-        .send()
-        .await
-        .expect_error(409, "SNAPSHOT_CONFLICT");
+    let other = crate::support::snapshot_digest(BIN, b"other");
+    commit_parts(leader, 10, &[spare], &other).await.expect_error(409, "SNAPSHOT_CONFLICT");
     leader.append(S, BIN, "abcdefghij").await;
     let later = stage(leader, &offset(20), vec![3; 10]).await;
-    leader
-        .put(&format!("{S}/snapshot/{}", offset(20)))
-        .content_type(BIN)
-        .header("stream-snapshot-parts", "1")
-        .header("stream-snapshot-digest", crate::support::snapshot_digest(BIN, b"not these bytes"))
-        .body(format!("{later}\n"))
-        .send()
-        .await
-        .expect_error(400, "SNAPSHOT_DIGEST_MISMATCH");
+    commit_parts(leader, 20, &[later], &other).await.expect_error(400, "SNAPSHOT_DIGEST_MISMATCH");
     stage(leader, &at, vec![2; 10]).await;
     leader.delete(&format!("{S}/snapshot/parts")).send().await.expect(204);
     assert!(
