@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
+use ursula_stream::store::StreamState;
 use ursula_stream::{ColdPiece, Command, CommitCold, Incarnation, Offset, Outcome, StreamKey};
 
 use super::Cold;
@@ -63,18 +64,23 @@ pub async fn run<E: GroupEngine>(engine: Arc<E>, cold: Arc<Cold>, node_id: u64) 
 pub async fn flush_group<E: GroupEngine>(engine: &Arc<E>, cold: &Arc<Cold>, group: GroupId, node_id: u64) -> u64 {
     let flush_size = cold.config.flush_size;
     let max_age_ms = u64::try_from(cold.config.flush_max_hot_age.as_millis()).unwrap_or(u64::MAX);
+    // Only the leader flushes (and counts the hot bytes its writes are held to).
+    if !matches!(engine.leadership(group), Leadership::Local { .. }) {
+        return 0;
+    }
     let picked = engine.query(group, |store, now| {
         let hot = store.hot_bytes();
         let mut slices = Vec::new();
-        let (aged, mut streams): (Vec<_>, Vec<_>) = store.hot_streams(now).partition(|(_, s)| {
+        let aged = |s: &StreamState| {
             max_age_ms > 0 && s.data.hot_since_ms().is_some_and(|t| now.saturating_sub(t) >= max_age_ms)
-        });
+        };
         // A hot tail past `flush_max_hot_age` goes whole, whatever the group's size.
         let mut taken = 0;
-        for (key, stream) in aged {
+        for (key, stream) in store.hot_streams(now, aged) {
             taken += slices_of(key, stream, u64::MAX, &mut slices);
         }
-        if hot >= flush_size.max(1) {
+        if hot >= flush_size.max(1) && taken < flush_size {
+            let mut streams: Vec<_> = store.hot_streams(now, |s| !aged(s)).collect();
             streams.sort_by_key(|(_, s)| std::cmp::Reverse(s.data.hot_bytes()));
             for (key, stream) in streams {
                 if taken >= flush_size {
@@ -87,20 +93,12 @@ pub async fn flush_group<E: GroupEngine>(engine: &Arc<E>, cold: &Arc<Cold>, grou
     });
     let Ok((hot, slices)) = picked else { return 0 };
     cold.counted(group.0, hot);
-    if !matches!(engine.leadership(group), Leadership::Local { .. }) {
-        return 0;
-    }
     upload(engine, cold, group, node_id, slices).await
 }
 
 /// Takes `stream`'s oldest hot appends, at least `at_least` bytes of them
 /// (or all), as slices of at most about `SPAN_BYTES`; returns the bytes.
-fn slices_of(
-    key: StreamKey,
-    stream: &ursula_stream::store::StreamState,
-    at_least: u64,
-    slices: &mut Vec<Slice>,
-) -> u64 {
+fn slices_of(key: StreamKey, stream: &StreamState, at_least: u64, slices: &mut Vec<Slice>) -> u64 {
     let mut taken = 0;
     for (start, chunk) in stream.data.oldest_hot(at_least) {
         taken += chunk.len() as u64;

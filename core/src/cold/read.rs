@@ -48,19 +48,24 @@ impl Cold {
             .collect())
     }
 
-    /// Cold bytes first, then `hot`; cut when the plan says so. Returns the
-    /// chunks and the read's end.
-    async fn assemble(
+    /// Puts the fetched cold bytes before `chunks` (cut when the plan says
+    /// so, moving `next`) and clears the plan; the one step of both views.
+    async fn fill(
         &self,
-        slices: &[ColdSlice],
-        cut: Option<ColdCut>,
+        plan: &mut Vec<ColdSlice>,
+        cut: &mut Option<ColdCut>,
         start: Offset,
-        hot: Vec<Bytes>,
-        end: Offset,
-    ) -> Result<(Vec<Bytes>, Offset), ColdError> {
-        let cold = self.fetch(slices).await?;
-        let Some(cut) = cut else {
-            return Ok((cold.into_iter().chain(hot).collect(), end));
+        chunks: &mut Vec<Bytes>,
+        next: &mut Offset,
+    ) -> Result<(), ColdError> {
+        if plan.is_empty() {
+            return Ok(());
+        }
+        let cold = self.fetch(plan).await?;
+        plan.clear();
+        let Some(cut) = cut.take() else {
+            chunks.splice(0..0, cold);
+            return Ok(());
         };
         let mut joined = BytesMut::new();
         for piece in &cold {
@@ -69,7 +74,10 @@ impl Cold {
         let joined = joined.freeze();
         let want = usize::try_from(cut.limit.saturating_sub(start.bytes())).unwrap_or(usize::MAX);
         let n = ursula_stream::cold::cut(&joined, want, cut.boundary);
-        Ok((vec![joined.slice(..n)], Offset(start.bytes() + n as u64)))
+        // A cut read ended inside the cold tier: it holds no hot bytes.
+        *chunks = vec![joined.slice(..n)];
+        *next = Offset(start.bytes() + n as u64);
+        Ok(())
     }
 
     /// Fetches the cold part of a read so the view holds all its bytes.
@@ -77,27 +85,13 @@ impl Cold {
         if view.cold.is_empty() {
             return Ok(());
         }
-        let hot = std::mem::take(&mut view.chunks);
-        let (chunks, next) = self.assemble(&view.cold, view.cold_cut, view.start, hot, view.next).await?;
-        view.chunks = chunks;
-        view.next = next;
-        view.up_to_date = next == view.info.tail;
-        view.closed_at_end = view.info.closed && next == view.info.tail;
-        view.cold.clear();
-        view.cold_cut = None;
+        self.fill(&mut view.cold, &mut view.cold_cut, view.start, &mut view.chunks, &mut view.next).await?;
+        view.up_to_date = view.next == view.info.tail;
+        view.closed_at_end = view.info.closed && view.next == view.info.tail;
         Ok(())
     }
 
     pub async fn materialize_bootstrap(&self, view: &mut BootstrapView) -> Result<(), ColdError> {
-        if view.cold.is_empty() {
-            return Ok(());
-        }
-        let hot = std::mem::take(&mut view.updates);
-        let (updates, next) = self.assemble(&view.cold, view.cold_cut, view.start, hot, view.next).await?;
-        view.updates = updates;
-        view.next = next;
-        view.cold.clear();
-        view.cold_cut = None;
-        Ok(())
+        self.fill(&mut view.cold, &mut view.cold_cut, view.start, &mut view.updates, &mut view.next).await
     }
 }

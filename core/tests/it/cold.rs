@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::cluster::wait_ready;
 use crate::support::cluster::{Layout, Planes};
-use crate::support::s3::{BUCKET, S3Server};
+use crate::support::s3::S3Server;
 use crate::support::{Node, offset, pattern};
 
 const S: &str = "/cold/s";
@@ -20,9 +20,10 @@ const PIECE: usize = 8 * 1024;
 const PATIENCE: Duration = Duration::from_secs(60);
 const FLUSH: &str = "flush_interval = \"100ms\"\nflush_size = \"64KiB\"\nmax_hot_size_per_group = \"256KiB\"\n";
 
-fn cluster(s3: &S3Server, id: &str) -> (Layout, Vec<Option<Node>>) {
+/// Three voters of one group on the cold tier of `s3`, configured by `section`.
+fn cluster(id: &str, section: String) -> (Layout, Vec<Option<Node>>) {
     let mut layout = Layout::new(3, id, 1, Planes::Shared);
-    layout.sections = s3.cold_section(FLUSH);
+    layout.sections = section;
     let voters = (0..3).map(|i| Some(layout.start(i))).collect();
     (layout, voters)
 }
@@ -89,7 +90,7 @@ async fn check_reads(node: &Node, body: &[u8]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_past_the_hot_ceiling_reads_back_from_both_tiers_everywhere_and_after_a_restart() {
     let s3 = S3Server::start().await;
-    let (layout, mut voters) = cluster(&s3, "cold-reads");
+    let (layout, mut voters) = cluster("cold-reads", s3.cold_section(FLUSH));
     for v in voters.iter().flatten() {
         wait_ready(v).await;
     }
@@ -98,7 +99,7 @@ async fn a_stream_past_the_hot_ceiling_reads_back_from_both_tiers_everywhere_and
     let body = pattern(1_200_000);
     let refusals = append_all(leader, &body).await;
     wait_flushed(leader, 900_000).await;
-    assert!(s3.objects() > 0, "objects in the bucket");
+    assert!(!s3.files_with("seg").is_empty(), "objects in the bucket");
     assert!(metric(leader, "hot_bytes").await < 1_200_000);
     eprintln!("backpressure refusals while writing: {refusals}");
     for v in voters.iter().flatten() {
@@ -122,8 +123,7 @@ async fn a_stream_past_the_hot_ceiling_reads_back_from_both_tiers_everywhere_and
 
     // A damaged object is refused, never served: node 3 has cached nothing
     // since its restart.
-    let bucket = s3.dir.path().join(BUCKET);
-    let mut files: Vec<_> = walk(&bucket);
+    let mut files = s3.files_with("seg");
     files.sort();
     let victim = files.first().expect("an object");
     let len = std::fs::metadata(victim).expect("metadata").len() as usize;
@@ -144,15 +144,10 @@ async fn caught_up(node: &Node) {
     }
 }
 
-/// The cold span objects (`.seg`) under `dir`.
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    walk_all(dir).into_iter().filter(|p| p.extension().is_some_and(|e| e == "seg")).collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_s3_down_appends_meet_backpressure_and_nothing_is_lost_once_it_returns() {
     let mut s3 = S3Server::start().await;
-    let (_layout, voters) = cluster(&s3, "cold-outage");
+    let (_layout, voters) = cluster("cold-outage", s3.cold_section(FLUSH));
     for v in voters.iter().flatten() {
         wait_ready(v).await;
     }
@@ -197,7 +192,7 @@ async fn with_s3_down_appends_meet_backpressure_and_nothing_is_lost_once_it_retu
 }
 
 fn seg_files(s3: &S3Server) -> std::collections::BTreeSet<std::path::PathBuf> {
-    walk(&s3.dir.path().join(BUCKET)).into_iter().collect()
+    s3.files_with("seg").into_iter().collect()
 }
 
 /// `POST /__ursula/flush-cold/...` on voter 1's admin plane, with the
@@ -306,10 +301,8 @@ async fn commit_parts(node: &Node, at: u64, ids: &[String], digest: &str) -> cra
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_100_mib_snapshot_goes_up_in_parts_and_reads_back_with_ranges() {
     let s3 = S3Server::start().await;
-    let mut layout = Layout::new(3, "cold-parts", 1, Planes::Shared);
     // A 100 MiB PUT of a debug build needs more than the outage tests' 2 s.
-    layout.sections = s3.cold_section_timed(FLUSH, "60s");
-    let voters: Vec<Option<Node>> = (0..3).map(|i| Some(layout.start(i))).collect();
+    let (_layout, voters) = cluster("cold-parts", s3.cold_section_timed(FLUSH, "60s"));
     for v in voters.iter().flatten() {
         wait_ready(v).await;
     }
@@ -347,10 +340,7 @@ async fn a_100_mib_snapshot_goes_up_in_parts_and_reads_back_with_ranges() {
     commit_parts(leader, 10, &ids, &digest).await.expect(204).expect_header("stream-snapshot-digest", &digest);
     // A repeat answers from the key, after the parts are gone.
     commit_parts(leader, 10, &ids, &digest).await.expect(204);
-    assert!(
-        walk_all(&s3.dir.path().join(BUCKET)).iter().all(|p| p.extension().is_none_or(|e| e != "part")),
-        "the commit deleted its parts"
-    );
+    assert!(s3.files_with("part").is_empty(), "the commit deleted its parts");
 
     for v in voters.iter().flatten() {
         let path = format!("{S}/snapshot/{at}");
@@ -373,17 +363,5 @@ async fn a_100_mib_snapshot_goes_up_in_parts_and_reads_back_with_ranges() {
     commit_parts(leader, 20, &[later], &other).await.expect_error(400, "SNAPSHOT_DIGEST_MISMATCH");
     stage(leader, &at, vec![2; 10]).await;
     leader.delete(&format!("{S}/snapshot/parts")).send().await.expect(204);
-    assert!(
-        walk_all(&s3.dir.path().join(BUCKET)).iter().all(|p| p.extension().is_none_or(|e| e != "part")),
-        "the discard deleted the staged parts"
-    );
-}
-
-fn walk_all(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() { out.extend(walk_all(&path)) } else { out.push(path) }
-    }
-    out
+    assert!(s3.files_with("part").is_empty(), "the discard deleted the staged parts");
 }

@@ -218,12 +218,17 @@ impl StreamStore {
         self.streams.values().flat_map(BTreeMap::values).map(|s| s.data.hot_bytes()).sum()
     }
 
-    /// Every live stream with hot bytes: key, incarnation and its data.
-    pub fn hot_streams(&self, now_ms: u64) -> impl Iterator<Item = (StreamKey, &StreamState)> {
+    /// Every live stream with hot bytes that `pick` takes, with its key
+    /// (keys are built only for the streams picked).
+    pub fn hot_streams<'a>(
+        &'a self,
+        now_ms: u64,
+        pick: impl Fn(&StreamState) -> bool + Copy + 'a,
+    ) -> impl Iterator<Item = (StreamKey, &'a StreamState)> {
         self.streams.iter().flat_map(move |(bucket, streams)| {
             streams
                 .iter()
-                .filter(move |(_, s)| !s.clock.expired(now_ms) && s.data.hot_bytes() > 0)
+                .filter(move |(_, s)| !s.clock.expired(now_ms) && s.data.hot_bytes() > 0 && pick(s))
                 .map(move |(id, s)| (StreamKey { bucket: bucket.clone(), stream: id.clone() }, s))
         })
     }

@@ -81,14 +81,22 @@ impl S3Server {
         )
     }
 
-    /// Files the server holds under the bucket (the cold objects).
-    pub fn objects(&self) -> usize {
-        fn count(dir: &std::path::Path) -> usize {
-            std::fs::read_dir(dir).map_or(0, |entries| {
-                entries.flatten().map(|e| if e.path().is_dir() { count(&e.path()) } else { 1 }).sum()
-            })
+    /// Every file the server holds under the bucket (objects and parts).
+    pub fn files(&self) -> Vec<std::path::PathBuf> {
+        fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() { walk(&path, out) } else { out.push(path) }
+            }
         }
-        count(&self.dir.path().join(BUCKET))
+        let mut out = Vec::new();
+        walk(&self.dir.path().join(BUCKET), &mut out);
+        out
+    }
+
+    /// The files with extension `ext` (`seg`: cold spans, `part`: staged parts).
+    pub fn files_with(&self, ext: &str) -> Vec<std::path::PathBuf> {
+        self.files().into_iter().filter(|p| p.extension().is_some_and(|e| e == ext)).collect()
     }
 }
 
