@@ -154,6 +154,18 @@ impl ColdStore for S3ColdStore {
         })
     }
 
+    fn size<'a>(&'a self, key: &'a str) -> ColdResult<'a, u64> {
+        Box::pin(async move {
+            match self.client.head_object().bucket(&self.bucket).key(key).send().await {
+                Ok(head) => Ok(head.content_length().and_then(|l| u64::try_from(l).ok()).unwrap_or(0)),
+                Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => {
+                    Err(ColdError::Missing(key.to_string()))
+                }
+                Err(e) => Err(failed(aws_sdk_s3::error::DisplayErrorContext(e))),
+            }
+        })
+    }
+
     fn list<'a>(&'a self, prefix: &'a str) -> ColdResult<'a, Vec<String>> {
         Box::pin(async move {
             let mut keys = Vec::new();

@@ -29,6 +29,8 @@ pub trait ColdStore: Send + Sync + 'static {
     /// The whole object at `key`.
     fn get<'a>(&'a self, key: &'a str) -> ColdResult<'a, Bytes>;
     fn delete<'a>(&'a self, key: &'a str) -> ColdResult<'a, ()>;
+    /// The stored length of the object at `key` (a HEAD).
+    fn size<'a>(&'a self, key: &'a str) -> ColdResult<'a, u64>;
     /// The keys of every object under `prefix`.
     fn list<'a>(&'a self, prefix: &'a str) -> ColdResult<'a, Vec<String>>;
 }
@@ -72,6 +74,11 @@ impl ColdStore for MemoryColdStore {
     fn delete<'a>(&'a self, key: &'a str) -> ColdResult<'a, ()> {
         self.objects().remove(key);
         Box::pin(async { Ok(()) })
+    }
+
+    fn size<'a>(&'a self, key: &'a str) -> ColdResult<'a, u64> {
+        let found = self.objects().get(key).map(|o| o.len() as u64);
+        Box::pin(async move { found.ok_or_else(|| ColdError::Missing(key.to_string())) })
     }
 
     fn list<'a>(&'a self, prefix: &'a str) -> ColdResult<'a, Vec<String>> {

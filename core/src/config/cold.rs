@@ -8,7 +8,7 @@ use super::file::ColdSection;
 use crate::cold::s3::{Encryption, S3Config, StaticKeys};
 use crate::cold::{ColdBackend, ColdConfig};
 
-fn duration(key: &'static str, text: Option<String>, default: Duration) -> Result<Duration, ConfigError> {
+pub(super) fn duration(key: &'static str, text: Option<String>, default: Duration) -> Result<Duration, ConfigError> {
     match text {
         None => Ok(default),
         Some(t) => ursula_gateway::uploads::parse_duration(&t).ok_or(ConfigError::Value {

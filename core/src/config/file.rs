@@ -27,6 +27,19 @@ pub struct FileConfig {
 pub struct StorageSection {
     #[serde(default)]
     pub cold: ColdSection,
+    #[serde(default)]
+    pub snapshot: SnapshotSection,
+}
+
+/// `[storage.snapshot]`: where Raft snapshots live (spec/07).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotSection {
+    /// `auto`, `inline` or `s3`.
+    pub backend: Option<String>,
+    pub s3_prefix: Option<String>,
+    pub s3_timeout: Option<String>,
+    pub s3_max_retries: Option<u32>,
 }
 
 /// `[storage.cold]` (spec/07, "Cold storage").
@@ -99,6 +112,7 @@ pub struct RaftSection {
     pub snapshot_log_budget: Option<ByteSize>,
     pub snapshot_backstop_logs: Option<u64>,
     pub init_membership_per_group: Option<bool>,
+    pub install_snapshot_timeout: Option<String>,
     #[serde(default)]
     pub peers: Vec<PeerSection>,
     #[serde(default)]

@@ -8,14 +8,17 @@
 //! - `preset`: the resource presets, as base layers.
 //! - `size`: byte sizes such as `64MiB`.
 //! - `cold`: `[storage.cold]` into `ColdConfig`.
+//! - `snapshot`: `[storage.snapshot]`, where Raft snapshots live.
 
 mod cold;
 mod file;
 mod preset;
 mod size;
+mod snapshot;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 pub use file::{FileConfig, FsyncSetting};
 pub use preset::Preset;
@@ -56,6 +59,10 @@ pub struct RaftConfig {
     pub init_membership_per_group: bool,
     pub snapshot_log_budget: u64,
     pub snapshot_backstop_logs: u64,
+    /// How long a leader waits on one snapshot install; bounds the S3 copy.
+    pub install_snapshot_timeout: Duration,
+    /// `None`: snapshots inline (on the node's disk and in the RPC).
+    pub snapshot_store: Option<Box<crate::raft::SnapshotStoreConfig>>,
     pub wal: WalConfig,
 }
 
@@ -208,7 +215,8 @@ pub fn resolve(file: FileConfig, preset: Option<Preset>, cli: &CliOverrides) -> 
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, usize::from),
     };
-    let cold = cold::resolve(file.storage.cold)?;
+    let storage = file.storage;
+    let cold = cold::resolve(storage.cold)?;
     let raft = file.raft;
     let group_count = match raft.group_count {
         Some(n) if n == 0 || n > MAX_GROUP_COUNT => {
@@ -222,12 +230,18 @@ pub fn resolve(file: FileConfig, preset: Option<Preset>, cli: &CliOverrides) -> 
     let memory = raft.wal.path.is_none() && preset.is_some_and(Preset::in_memory);
     let cluster_listen = file.server.cluster_listen;
     let engine = if memory {
+        // The keys are checked whatever the engine.
+        snapshot::resolve(storage.snapshot, cold.as_ref(), false, Duration::MAX)?;
         EngineConfig::Memory
     } else {
         let mut raft = raft_config(raft, cli)?;
         cluster_plane(&mut raft, cluster_listen, cluster_id.as_deref())?;
+        let clustered = !raft.peers.is_empty();
+        raft.snapshot_store =
+            snapshot::resolve(storage.snapshot, cold.as_ref(), clustered, raft.install_snapshot_timeout)?;
         EngineConfig::Raft(raft)
     };
+
     Ok(NodeConfig { listen, admin_listen, json_reads, group_count, cluster_id, core_count, engine, cold })
 }
 
@@ -317,6 +331,11 @@ fn raft_config(raft: file::RaftSection, cli: &CliOverrides) -> Result<RaftConfig
             expected: "more than 0",
         });
     }
+    let install_snapshot_timeout =
+        cold::duration("raft.install_snapshot_timeout", raft.install_snapshot_timeout, Duration::from_secs(120))?;
+    if install_snapshot_timeout.is_zero() {
+        return Err(ConfigError::Refused { key: "raft.install_snapshot_timeout", message: "must be non-zero".into() });
+    }
     Ok(RaftConfig {
         // A single node needs no configured id; 1 is what the examples use.
         node_id: cli.node_id.or(raft.node_id).unwrap_or(1),
@@ -325,6 +344,8 @@ fn raft_config(raft: file::RaftSection, cli: &CliOverrides) -> Result<RaftConfig
         init_membership_per_group: raft.init_membership_per_group.unwrap_or(false),
         snapshot_log_budget,
         snapshot_backstop_logs,
+        install_snapshot_timeout,
+        snapshot_store: None,
         wal: WalConfig {
             path: wal.path,
             fsync: wal.fsync.unwrap_or(FsyncSetting::Never),

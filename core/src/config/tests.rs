@@ -118,3 +118,40 @@ fn without_a_cluster_listener_the_planes_share_server_listen() {
     let client_urls: Vec<&str> = raft.peers.iter().map(|p| p.client_url.as_str()).collect();
     assert_eq!(client_urls, ["http://10.0.0.1:4437", "http://10.0.0.2:4437"], "client_url defaults to url");
 }
+
+#[test]
+fn snapshot_backend_auto_follows_the_cold_backend_on_a_cluster_only() {
+    let none = CliOverrides::default();
+    let cluster = "[server]\ncluster_id = \"prod\"\n[raft]\nnode_id = 1\n[raft.wal]\npath = \"/x\"\n\
+                   [[raft.peers]]\nnode_id = 1\nurl = \"http://10.0.0.1:4437\"\n\
+                   [[raft.peers]]\nnode_id = 2\nurl = \"http://10.0.0.2:4437\"\n";
+    let s3 = "[storage.cold]\nbackend = \"s3\"\nroot = \"prod\"\n[storage.cold.s3]\nbucket = \"b\"\n";
+    let store = |text: &str| match cfg(None, text, &none).expect("valid").engine {
+        EngineConfig::Raft(raft) => raft.snapshot_store,
+        EngineConfig::Memory => panic!("runs Raft"),
+    };
+    let on_s3 = store(&format!("{cluster}{s3}")).expect("auto is S3 with an S3 cold tier");
+    assert_eq!(on_s3.prefix, "prod/snapshots");
+    assert_eq!((on_s3.s3.timeout, on_s3.s3.max_retries), (std::time::Duration::from_secs(10), 1));
+    assert_eq!(store(&format!("{cluster}{s3}[storage.snapshot]\nbackend = \"inline\"\n")), None);
+    assert_eq!(store(&format!("[raft.wal]\npath = \"/x\"\n{s3}")), None, "a single node stays inline");
+    assert_eq!(store(cluster), None, "no cold tier: inline");
+    let cases = [
+        (format!("{cluster}[storage.snapshot]\nbackend = \"s3\"\n"), "needs storage.cold.backend"),
+        (format!("{cluster}{s3}[storage.snapshot]\nbackend = \"disk\"\n"), "storage.snapshot.backend"),
+        (format!("{cluster}{s3}[storage.snapshot]\ns3_prefix = \"a//b\"\n"), "storage.snapshot.s3_prefix"),
+        ("[storage.snapshot]\ns3_prefix = \"a b\"\n".to_string(), "storage.snapshot.s3_prefix"),
+        (
+            format!(
+                "{}{s3}",
+                cluster
+                    .replace("node_id = 1\n[raft.wal]", "node_id = 1\ninstall_snapshot_timeout = \"60s\"\n[raft.wal]")
+            ),
+            "SnapshotCopyOutlastsInstall",
+        ),
+    ];
+    for (text, named) in cases {
+        let err = cfg(None, &text, &none).expect_err(named);
+        assert!(err.contains(named), "{named}: {err}");
+    }
+}

@@ -20,6 +20,7 @@ use super::grpc::{GrpcNetwork, Peers, RaftServer};
 use super::log_store::GroupLog;
 use super::network::NoPeers;
 use super::refusals::PeerRefusals;
+use super::snapshot_store::SnapshotStore;
 use super::state_machine::GroupMachine;
 use crate::config::{FsyncSetting, NodeConfig, RaftConfig};
 use crate::routing::fnv1a;
@@ -129,6 +130,8 @@ fn raft_settings(raft: &RaftConfig) -> anyhow::Result<Arc<openraft::Config>> {
         snapshot_policy: SnapshotPolicy::LogsSinceLast(raft.snapshot_backstop_logs),
         // A single voter has no follower to keep log for: purge through the snapshot.
         max_in_snapshot_log_to_keep: 0,
+        // One install may copy a snapshot object through S3 (spec/07).
+        install_snapshot_timeout: u64::try_from(raft.install_snapshot_timeout.as_millis()).unwrap_or(u64::MAX),
         ..Default::default()
     };
     Ok(Arc::new(config.validate().context("Raft settings")?))
@@ -161,6 +164,14 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig) -> anyhow::Result<Raf
     std::fs::create_dir_all(&snapshot_dir).with_context(|| format!("creating {}", snapshot_dir.display()))?;
 
     let settings = raft_settings(raft)?;
+    let objects = match &raft.snapshot_store {
+        Some(store) if !raft.peers.is_empty() => Some(Arc::new(
+            SnapshotStore::connect(store, raft.node_id, config.group_count, raft.install_snapshot_timeout)
+                .await
+                .context("connecting the S3 snapshot store")?,
+        )),
+        _ => None,
+    };
     let cache_budget = usize::try_from(raft.wal.cache_size / u64::from(config.group_count)).unwrap_or(usize::MAX);
     let clustered = !raft.peers.is_empty();
     let members: BTreeMap<u64, BasicNode> = if clustered {
@@ -176,7 +187,8 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig) -> anyhow::Result<Raf
         let log = GroupLog::recover(g, wal.clone(), recovered.groups.get(&g), cache_budget)
             .with_context(|| format!("recovering the log of group {g}"))?;
         let history_id = fnv1a(cluster_id.bytes().chain([0]).chain(g.to_le_bytes()));
-        let machine = GroupMachine::open(g, snapshot_dir.clone(), history_id)
+        let machine = GroupMachine::open(g, snapshot_dir.clone(), history_id, objects.clone())
+            .await
             .with_context(|| format!("loading the snapshot of group {g}"))?;
         let shared = machine.shared();
         let node = if clustered {
@@ -196,7 +208,7 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig) -> anyhow::Result<Raf
     let mut cluster_plane = None;
     if clustered {
         let configured = raft.peers.iter().map(|p| p.node_id).collect();
-        let server = RaftServer::new(cluster_id.clone(), raft.node_id, configured, refusals.clone());
+        let server = RaftServer::new(cluster_id.clone(), raft.node_id, configured, refusals.clone(), objects.clone());
         let _ = server.groups.set(groups.iter().map(|g| g.raft.clone()).collect());
         match raft.cluster_listen {
             None => shared_raft_routes = Some(tonic::service::Routes::new(server.service())),
@@ -241,11 +253,15 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig) -> anyhow::Result<Raf
     guard.observe(available_bytes(&dir));
     let client_urls = raft.peers.iter().map(|p| (p.node_id, p.client_url.clone())).collect();
     let peers = clustered.then_some(peers);
-    let engine = Arc::new(RaftEngine { node_id: raft.node_id, client_urls, groups, wal, guard, refusals, peers });
-    let drivers = vec![
+    let engine =
+        Arc::new(RaftEngine { node_id: raft.node_id, client_urls, groups, wal, guard, refusals, peers, objects });
+    let mut drivers = vec![
         tokio::spawn(driver::snapshots(engine.clone(), raft.snapshot_log_budget)),
         tokio::spawn(driver::disk(engine.guard.clone(), dir.clone())),
     ];
+    if let Some(objects) = engine.objects.clone() {
+        drivers.push(tokio::spawn(driver::snapshot_gc(objects, config.group_count)));
+    }
     Ok(RaftNode { engine, cluster_id, dir, temporary, drivers, cluster_plane, shared_raft_routes })
 }
 

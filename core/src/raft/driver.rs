@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::disk_guard::{DiskGuard, available_bytes};
 use super::engine::RaftEngine;
+use super::snapshot_store::SnapshotStore;
 
 const TICK: Duration = Duration::from_secs(1);
 /// A group's byte threshold never exceeds this (spec/07, `raft.snapshot_log_budget`).
@@ -30,6 +31,21 @@ pub async fn snapshots(engine: Arc<RaftEngine>, budget: u64) {
             if g.log.bytes_since_purge() >= threshold(budget, count, last) {
                 let _ = g.raft.trigger().snapshot().await;
             }
+        }
+    }
+}
+
+/// How often owed snapshot GC passes run (the S3 drive interval).
+const GC_TICK: Duration = Duration::from_secs(5);
+
+/// Runs the snapshot GC passes groups still owe: after a replacement whose
+/// old object a send still pinned, after a failed write, after a restart.
+pub async fn snapshot_gc(objects: Arc<SnapshotStore>, groups: u32) {
+    let mut tick = tokio::time::interval(GC_TICK);
+    loop {
+        tick.tick().await;
+        for g in (0..groups).filter(|g| objects.owes(*g)) {
+            objects.gc(g).await;
         }
     }
 }

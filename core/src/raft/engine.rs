@@ -43,6 +43,8 @@ pub struct RaftEngine {
     pub(super) refusals: Arc<super::refusals::PeerRefusals>,
     /// The cluster plane's client side; `None` on a single node.
     pub(super) peers: Option<Arc<super::grpc::Peers>>,
+    /// Raft snapshots on S3; `None`: inline.
+    pub(super) objects: Option<Arc<super::snapshot_store::SnapshotStore>>,
 }
 
 impl RaftEngine {
@@ -127,6 +129,10 @@ impl GroupEngine for RaftEngine {
         m.insert("wal_min_available_bytes".into(), self.guard.min_available().into());
         m.insert("wal_disk_pressure".into(), self.guard.under_pressure().into());
         self.refusals.metrics(&mut m);
+        m.insert("snapshot_backend".into(), if self.objects.is_some() { "s3" } else { "inline" }.into());
+        if let Some(objects) = &self.objects {
+            objects.metrics(&mut m);
+        }
         if let Some(peers) = &self.peers {
             let stats = &peers.batch_stats;
             m.insert("raft_append_calls".into(), stats.calls.load(Ordering::Relaxed).into());

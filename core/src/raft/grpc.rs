@@ -24,6 +24,7 @@ use ursula_proto::raft::v1::raft_service_server::{RaftService, RaftServiceServer
 use super::batcher::{BatchStats, Batcher};
 use super::pb as conv;
 use super::refusals::{Direction, PeerRefusals};
+use super::snapshot_store::{SnapshotStore, Stored};
 use super::types::{NodeId, TypeConfig};
 
 /// Largest RPC either side accepts: a batch of entries or a snapshot chunk.
@@ -237,6 +238,8 @@ pub struct RaftServer {
     configured: std::collections::HashSet<NodeId>,
     refusals: Arc<PeerRefusals>,
     pub groups: Arc<OnceLock<Vec<Raft<TypeConfig>>>>,
+    /// Raft snapshots on S3: a peer's object is copied before it is installed.
+    objects: Option<Arc<SnapshotStore>>,
 }
 
 use pb::refusal::Kind;
@@ -247,8 +250,34 @@ impl RaftServer {
         node_id: NodeId,
         configured: std::collections::HashSet<NodeId>,
         refusals: Arc<PeerRefusals>,
+        objects: Option<Arc<SnapshotStore>>,
     ) -> RaftServer {
-        RaftServer { cluster_id, node_id, configured, refusals, groups: Arc::new(OnceLock::new()) }
+        RaftServer { cluster_id, node_id, configured, refusals, groups: Arc::new(OnceLock::new()), objects }
+    }
+
+    /// A snapshot that arrives as a reference to a peer's object is copied
+    /// into this node's directory here, before openraft sees it: a failed
+    /// copy is a refusal the leader retries, not a storage error.
+    async fn copy_reference(
+        &self,
+        group: u32,
+        mut rpc: InstallSnapshotRequest<TypeConfig>,
+    ) -> Result<InstallSnapshotRequest<TypeConfig>, pb::Refusal> {
+        if rpc.offset != 0 || !rpc.done || !rpc.data.starts_with(b"UREF") {
+            return Ok(rpc);
+        }
+        let stored = Stored::decode(std::mem::take(&mut rpc.data))
+            .map_err(|e| self.refusal(Kind::SnapshotFailed, e.to_string()))?;
+        let (Stored::Object(r), Some(objects)) = (&stored, &self.objects) else {
+            return Err(self.refusal(Kind::SnapshotFailed, "a snapshot reference needs S3 snapshots".into()));
+        };
+        let index = rpc.meta.last_log_id.map_or(0, |l| l.index);
+        let copy = objects
+            .copy(group, index, r.clone())
+            .await
+            .map_err(|e| self.refusal(Kind::SnapshotFailed, format!("copying the snapshot object: {e}")))?;
+        rpc.data = Stored::Object(copy).encode();
+        Ok(rpc)
     }
 
     fn refusal(&self, kind: Kind, detail: String) -> pb::Refusal {
@@ -404,10 +433,14 @@ impl RaftService for RaftServer {
         let from = request.remote_addr();
         let req = request.into_inner();
         let preamble = req.preamble.clone();
+        let group = preamble.as_ref().map_or(0, |p| p.group);
         let reply = match self.prepare(preamble.as_ref(), from, || conv::snapshot_request_from(req)) {
-            Ok((raft, rpc)) => {
-                raft.install_snapshot(rpc).await.map_err(|e| self.refusal(Kind::SnapshotFailed, e.to_string()))
-            }
+            Ok((raft, rpc)) => match self.copy_reference(group, rpc).await {
+                Ok(rpc) => {
+                    raft.install_snapshot(rpc).await.map_err(|e| self.refusal(Kind::SnapshotFailed, e.to_string()))
+                }
+                Err(r) => Err(r),
+            },
             Err(r) => Err(r),
         };
         Ok(Response::new(match reply {

@@ -6,6 +6,7 @@
 //! - `log_store`: a group's Raft log over the WAL, with its entry cache.
 //! - `state_machine`: the stream store as openraft's state machine.
 //! - `snapshot_file`: a group's snapshot on disk.
+//! - `snapshot_store`: Raft snapshots as S3 objects each node owns.
 //! - `network`: the (empty) network of a node without peers.
 //! - `batcher`: AppendEntries of many groups to one peer in one call.
 //! - `grpc`: Raft between voters over `RaftService`, client and server.
@@ -34,8 +35,10 @@ mod network;
 mod pb;
 mod refusals;
 mod snapshot_file;
+mod snapshot_store;
 mod state_machine;
 mod types;
 
 pub use boot::{RaftNode, generate_cluster_id, start};
 pub use engine::RaftEngine;
+pub use snapshot_store::SnapshotStoreConfig;

@@ -3,6 +3,8 @@
 //! queries it and waits on it directly; snapshots are the whole store.
 
 use std::io::Cursor;
+
+use bytes::Bytes;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -13,6 +15,7 @@ use ursula_stream::{ApplyCtx, Outcome, StreamStore};
 
 use super::codec;
 use super::snapshot_file;
+use super::snapshot_store::{SnapshotStore, SnapshotStoreError, Stored};
 use super::types::{Entry, LogId, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
 use crate::engine::group_state::{self, GroupState};
 
@@ -25,6 +28,9 @@ pub struct GroupShared {
     /// Size of the group's last snapshot, for the snapshot driver.
     pub snapshot_bytes: AtomicU64,
     pub snapshot_index: AtomicU64,
+    /// The meta of the snapshot the group's file holds: with S3 snapshots
+    /// the file holds only a reference, so the meta is kept here.
+    current: Mutex<Option<SnapshotMeta>>,
 }
 
 #[derive(Clone, Default)]
@@ -37,6 +43,10 @@ impl GroupShared {
     fn applied(&self) -> MutexGuard<'_, Applied> {
         self.applied.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    fn current(&self) -> MutexGuard<'_, Option<SnapshotMeta>> {
+        self.current.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 #[derive(Clone)]
@@ -44,24 +54,75 @@ pub struct GroupMachine {
     group: u32,
     shared: Arc<GroupShared>,
     snapshot_dir: PathBuf,
+    /// `None`: snapshots inline.
+    objects: Option<Arc<SnapshotStore>>,
 }
+
+/// Attempts to fetch a group's snapshot object at startup before the open fails.
+const RESTORE_ATTEMPTS: u32 = 5;
 
 fn sm_err(verb: ErrorVerb, e: &(impl std::error::Error + 'static)) -> StorageError {
     StorageIOError::new(ErrorSubject::StateMachine, verb, AnyError::new(e)).into()
 }
 
 impl GroupMachine {
-    /// Loads the group's snapshot file, if any; else an empty store whose
-    /// history id is derived from the cluster id, the same on every start.
-    pub fn open(group: u32, snapshot_dir: PathBuf, history_id: u64) -> Result<GroupMachine, StorageError> {
-        let (store, applied, size) =
-            match snapshot_file::read(&snapshot_dir, group).map_err(|e| sm_err(ErrorVerb::Read, &e))? {
-                None => (StreamStore::new(history_id), Applied::default(), 0),
-                Some(body) => {
-                    let snap = codec::decode_snapshot(&body).map_err(|e| sm_err(ErrorVerb::Read, &e))?;
-                    (snap.store, Applied { last: snap.last_log_id, membership: snap.membership }, body.len() as u64)
+    /// Loads the group's snapshot (its file, and with S3 snapshots the
+    /// object it names); else an empty store whose history id is derived
+    /// from the cluster id, the same on every start.
+    pub async fn open(
+        group: u32,
+        snapshot_dir: PathBuf,
+        history_id: u64,
+        objects: Option<Arc<SnapshotStore>>,
+    ) -> Result<GroupMachine, StorageError> {
+        let read = |e: &dyn std::error::Error| sm_err(ErrorVerb::Read, &std::io::Error::other(e.to_string()));
+        let raw = snapshot_file::read(&snapshot_dir, group).map_err(|e| sm_err(ErrorVerb::Read, &e))?;
+        let body = match raw.map(Stored::decode).transpose().map_err(|e| read(&e))? {
+            None => None,
+            Some(Stored::Inline(body)) => Some(body),
+            Some(Stored::Object(r)) => {
+                let Some(store) = &objects else {
+                    return Err(read(&SnapshotStoreError::Damaged(format!(
+                        "the snapshot names object {} but storage.snapshot is inline",
+                        r.key
+                    ))));
+                };
+                if !store.owns(group, &r.key) {
+                    let dir = format!("group {group} of this node");
+                    return Err(read(&SnapshotStoreError::ForeignKey { key: r.key, dir }));
                 }
-            };
+                let mut attempt = 0;
+                let body = loop {
+                    match store.read(group, &r).await {
+                        Ok(body) => break body,
+                        Err(e) if attempt + 1 >= RESTORE_ATTEMPTS => {
+                            let e = SnapshotStoreError::Damaged(format!("StoreUnavailable: restoring {}: {e}", r.key));
+                            return Err(read(&e));
+                        }
+                        Err(e) => {
+                            tracing::warn!(group, key = %r.key, error = %e, "restoring the snapshot; retrying");
+                            attempt += 1;
+                            tokio::time::sleep(std::time::Duration::from_secs(1 << attempt)).await;
+                        }
+                    }
+                };
+                store.adopt(group, Some(&r.key));
+                Some(body.to_vec())
+            }
+        };
+        let (store, applied, size, current) = match body {
+            None => (StreamStore::new(history_id), Applied::default(), 0, None),
+            Some(body) => {
+                let snap = codec::decode_snapshot(&body).map_err(|e| sm_err(ErrorVerb::Read, &e))?;
+                let applied = Applied { last: snap.last_log_id, membership: snap.membership };
+                let meta = SnapshotMeta {
+                    last_log_id: applied.last,
+                    last_membership: applied.membership.clone(),
+                    snapshot_id: snap.snapshot_id,
+                };
+                (snap.store, applied, body.len() as u64, Some(meta))
+            }
+        };
         let index = applied.last.map_or(0, |l| l.index);
         let shared = Arc::new(GroupShared {
             state: Mutex::new(GroupState::new(store)),
@@ -69,8 +130,44 @@ impl GroupMachine {
             applied_index: AtomicU64::new(index),
             snapshot_bytes: AtomicU64::new(size),
             snapshot_index: AtomicU64::new(index),
+            current: Mutex::new(current),
         });
-        Ok(GroupMachine { group, shared, snapshot_dir })
+        Ok(GroupMachine { group, shared, snapshot_dir, objects })
+    }
+
+    /// Where a snapshot body goes: an object of this node when the store
+    /// takes it, else inline (a store that fails does not stop snapshots).
+    async fn store_body(&self, index: u64, body: &Bytes) -> Stored {
+        if let Some(store) = &self.objects {
+            match store.write(self.group, index, body.clone()).await {
+                Ok(r) => return Stored::Object(r),
+                Err(e) => tracing::warn!(group = self.group, error = %e, "snapshot upload failed; kept inline"),
+            }
+        }
+        Stored::Inline(body.to_vec())
+    }
+
+    /// Writes the group's snapshot file, then drops what it replaced.
+    async fn keep(&self, stored: &Stored, meta: &SnapshotMeta, size: u64) -> Result<(), StorageError> {
+        let (dir, group, raw) = (self.snapshot_dir.clone(), self.group, stored.encode());
+        tokio::task::spawn_blocking(move || snapshot_file::write(&dir, group, &raw))
+            .await
+            .map_err(|e| sm_err(ErrorVerb::Write, &std::io::Error::other(e.to_string())))?
+            .map_err(|e| sm_err(ErrorVerb::Write, &e))?;
+        *self.shared.current() = Some(meta.clone());
+        self.shared.snapshot_bytes.store(size, Ordering::Relaxed);
+        self.shared.snapshot_index.store(meta.last_log_id.map_or(0, |l| l.index), Ordering::Relaxed);
+        if let Some(store) = self.objects.clone() {
+            store.adopt(
+                group,
+                match stored {
+                    Stored::Object(r) => Some(r.key.as_str()),
+                    Stored::Inline(_) => None,
+                },
+            );
+            tokio::spawn(async move { store.gc(group).await });
+        }
+        Ok(())
     }
 
     pub fn shared(&self) -> Arc<GroupShared> {
@@ -96,15 +193,9 @@ impl RaftSnapshotBuilder<TypeConfig> for GroupMachine {
                     .map_err(|e| sm_err(ErrorVerb::Write, &e))?;
             (meta, body)
         };
-        let (dir, group) = (self.snapshot_dir.clone(), self.group);
-        let written = body.clone();
-        tokio::task::spawn_blocking(move || snapshot_file::write(&dir, group, &written))
-            .await
-            .map_err(|e| sm_err(ErrorVerb::Write, &std::io::Error::other(e.to_string())))?
-            .map_err(|e| sm_err(ErrorVerb::Write, &e))?;
-        self.shared.snapshot_bytes.store(body.len() as u64, Ordering::Relaxed);
-        self.shared.snapshot_index.store(meta.last_log_id.map_or(0, |l| l.index), Ordering::Relaxed);
-        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(body.to_vec())) })
+        let stored = self.store_body(meta.last_log_id.map_or(0, |l| l.index), &body).await;
+        self.keep(&stored, &meta, body.len() as u64).await?;
+        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(stored.encode())) })
     }
 }
 
@@ -155,40 +246,45 @@ impl RaftStateMachine<TypeConfig> for GroupMachine {
         meta: &SnapshotMeta,
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError> {
-        let body = snapshot.into_inner();
+        let io = |e: SnapshotStoreError| sm_err(ErrorVerb::Read, &std::io::Error::other(e.to_string()));
+        let index = meta.last_log_id.map_or(0, |l| l.index);
+        // The cluster plane copied a peer's object already (`grpc`); this
+        // copy is for a reference that reached the machine another way.
+        let (stored, body) = match Stored::decode(snapshot.into_inner()).map_err(io)? {
+            Stored::Inline(body) => (Stored::Inline(body.clone()), Bytes::from(body)),
+            Stored::Object(r) => {
+                let Some(store) = &self.objects else {
+                    return Err(io(SnapshotStoreError::Damaged(format!("a reference to {} without a store", r.key))));
+                };
+                let own = store.copy(self.group, index, r).await.map_err(io)?;
+                let body = store.read(self.group, &own).await.map_err(io)?;
+                (Stored::Object(own), body)
+            }
+        };
         let snap = codec::decode_snapshot(&body).map_err(|e| sm_err(ErrorVerb::Read, &e))?;
-        let (dir, group) = (self.snapshot_dir.clone(), self.group);
-        let size = body.len() as u64;
-        tokio::task::spawn_blocking(move || snapshot_file::write(&dir, group, &body))
-            .await
-            .map_err(|e| sm_err(ErrorVerb::Write, &std::io::Error::other(e.to_string())))?
-            .map_err(|e| sm_err(ErrorVerb::Write, &e))?;
+        self.keep(&stored, meta, body.len() as u64).await?;
         let mut state = group_state::lock(&self.shared.state);
         let mut applied = self.shared.applied();
         state.store = snap.store;
         state.wake_all();
         applied.last = meta.last_log_id;
         applied.membership = meta.last_membership.clone();
-        let index = meta.last_log_id.map_or(0, |l| l.index);
         self.shared.applied_index.store(index, Ordering::Relaxed);
-        self.shared.snapshot_index.store(index, Ordering::Relaxed);
-        self.shared.snapshot_bytes.store(size, Ordering::Relaxed);
         Ok(())
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
+        let Some(meta) = self.shared.current().clone() else { return Ok(None) };
         let (dir, group) = (self.snapshot_dir.clone(), self.group);
-        let body = tokio::task::spawn_blocking(move || snapshot_file::read(&dir, group))
+        let raw = tokio::task::spawn_blocking(move || snapshot_file::read(&dir, group))
             .await
             .map_err(|e| sm_err(ErrorVerb::Read, &std::io::Error::other(e.to_string())))?
             .map_err(|e| sm_err(ErrorVerb::Read, &e))?;
-        let Some(body) = body else { return Ok(None) };
-        let snap = codec::decode_snapshot(&body).map_err(|e| sm_err(ErrorVerb::Read, &e))?;
-        let meta = SnapshotMeta {
-            last_log_id: snap.last_log_id,
-            last_membership: snap.membership,
-            snapshot_id: snap.snapshot_id,
-        };
-        Ok(Some(Snapshot { meta, snapshot: Box::new(Cursor::new(body)) }))
+        let Some(raw) = raw else { return Ok(None) };
+        // A send names the object: it stays until the send can have ended.
+        if let (Some(store), Ok(Stored::Object(r))) = (&self.objects, Stored::decode(raw.clone())) {
+            store.sending(group, &r.key);
+        }
+        Ok(Some(Snapshot { meta, snapshot: Box::new(Cursor::new(raw)) }))
     }
 }

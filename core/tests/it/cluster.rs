@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::support::Node;
 use crate::support::cluster::{Layout, Planes};
 
-const S: &str = "/cluster/log";
+pub const S: &str = "/cluster/log";
 const TEXT: &str = "text/plain";
 const PATIENCE: Duration = Duration::from_secs(60);
 
@@ -30,7 +30,7 @@ pub async fn wait_ready(node: &Node) {
     }
 }
 
-fn record(seq: u64) -> String {
+pub fn record(seq: u64) -> String {
     format!("record {seq:04}\n")
 }
 
@@ -86,7 +86,7 @@ pub async fn append(nodes: &[Option<Node>], seq: u64) -> usize {
 }
 
 /// Waits until `node` serves exactly `expected` from its own replica.
-async fn converges(node: &Node, expected: &str) {
+pub async fn converges(node: &Node, expected: &str) {
     let deadline = Instant::now() + PATIENCE;
     loop {
         let read = node.get(&format!("{S}?offset=-1")).send().await;
