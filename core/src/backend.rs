@@ -22,6 +22,12 @@ pub struct NodeBackend<E> {
     cold: Option<Arc<Cold>>,
 }
 
+impl<E> Clone for NodeBackend<E> {
+    fn clone(&self) -> Self {
+        NodeBackend { engine: self.engine.clone(), cold: self.cold.clone() }
+    }
+}
+
 impl<E: GroupEngine> NodeBackend<E> {
     pub fn new(engine: Arc<E>, cold: Option<Arc<Cold>>) -> NodeBackend<E> {
         NodeBackend { engine, cold }
@@ -64,6 +70,44 @@ impl<E: GroupEngine> NodeBackend<E> {
         let cold =
             self.cold.as_ref().ok_or_else(|| BackendError::Internal("a cold snapshot without a cold store".into()))?;
         cold.load_snapshot(snapshot).await.map_err(Self::cold_failed)
+    }
+
+    /// A commit's copy, check and publish (`publish_parts` runs it in a
+    /// task of its own); parts are deleted once the answer is final.
+    async fn commit_parts(&self, c: PartsCommit, incarnation: Incarnation) -> Result<SnapshotOk, BackendError> {
+        use crate::cold::parts::{MAX_SNAPSHOT_BYTES, PartsError};
+        let cold = self.cold.as_ref().ok_or(BackendError::NoColdStore)?;
+        let _slot = cold.claim_commit(&c.key, incarnation, true).map_err(commit_refused)?;
+        let body = match cold.assemble_parts(&c.key, incarnation, &c.parts).await {
+            Ok(body) => body,
+            Err(PartsError::Unknown) => return Err(BackendError::Rejected(Rejection::UnknownPart)),
+            Err(PartsError::TooLarge) => {
+                return Err(BackendError::Rejected(Rejection::SnapshotTooLarge { limit: MAX_SNAPSHOT_BYTES }));
+            }
+            Err(PartsError::Store(e)) => return Err(Self::cold_failed(e)),
+        };
+        if ursula_stream::SnapshotDigest::of(&c.content_type, &body) != c.digest {
+            // The copy that found the mismatch used the parts up.
+            cold.delete_parts(&c.key, incarnation, &c.parts).await;
+            return Err(BackendError::Rejected(Rejection::SnapshotDigestMismatch));
+        }
+        let group = self.group(&c.key);
+        let stored = cold.store_snapshot(group.0, body).await.map_err(Self::cold_failed)?;
+        let cmd = PublishSnapshot {
+            key: c.key.clone(),
+            offset: c.offset,
+            content_type: c.content_type,
+            body: bytes::Bytes::new(),
+            digest: c.digest,
+            expect: c.expect,
+            cold: Some(stored),
+        };
+        let published = self.publish(group, cmd).await;
+        // A final answer for the key spends the parts; a retryable one keeps them.
+        if matches!(published, Ok(_) | Err(BackendError::Rejected(_))) {
+            cold.delete_parts(&c.key, incarnation, &c.parts).await;
+        }
+        published
     }
 
     fn cold_failed(e: crate::cold::ColdError) -> BackendError {
@@ -124,6 +168,14 @@ impl<E: GroupEngine> NodeBackend<E> {
     }
 }
 
+fn commit_refused(r: crate::cold::parts::CommitRefusal) -> BackendError {
+    use crate::cold::parts::CommitRefusal;
+    BackendError::Rejected(match r {
+        CommitRefusal::InProgress => Rejection::SnapshotCommitInProgress,
+        CommitRefusal::Busy => Rejection::SnapshotCommitsBusy,
+    })
+}
+
 fn internal(e: EngineError) -> BackendError {
     match e {
         EngineError::NoLeader(_) => BackendError::Unavailable { reason: Unavailable::NoLeader, retry_after_secs: 1 },
@@ -160,14 +212,42 @@ impl<E: GroupEngine> Backend for NodeBackend<E> {
 
     async fn delete(&self, cmd: DeleteStream) -> Result<(), BackendError> {
         let group = self.group(&cmd.key);
+        let key = cmd.key.clone();
+        let deleted = self.current(&key, None).ok().map(|info| info.incarnation);
         match self.propose_in(group, Command::Delete(cmd)).await? {
-            Outcome::Delete(result) => result.map_err(BackendError::Rejected),
-            other => Err(unexpected(&other)),
+            Outcome::Delete(result) => result.map_err(BackendError::Rejected)?,
+            other => return Err(unexpected(&other)),
         }
+        // The stream's staged parts go after the delete answered, in a task the node owns.
+        if let (Some(cold), Some(deleted)) = (self.cold.clone(), deleted) {
+            tokio::spawn(async move { cold.delete_stream_parts(&key, deleted).await });
+        }
+        Ok(())
     }
 
     fn max_snapshot_bytes(&self) -> Option<u64> {
-        self.cold.as_ref().map(|_| crate::cold::snapshots::MAX_SNAPSHOT_BYTES)
+        self.cold.as_ref().map(|_| crate::cold::parts::MAX_SNAPSHOT_BYTES)
+    }
+
+    async fn admit_part(
+        &self,
+        key: &StreamKey,
+        expect: Option<Incarnation>,
+        declared: u64,
+    ) -> Result<(), BackendError> {
+        use crate::cold::parts::{MAX_STAGED_BYTES, MAX_STAGED_PARTS, StagedBound};
+        let cold = self.cold.as_ref().ok_or(BackendError::NoColdStore)?;
+        let incarnation = self.current(key, expect)?.incarnation;
+        match cold.admit_part(key, incarnation, declared).await.map_err(Self::cold_failed)? {
+            Ok(()) => Ok(()),
+            Err(bound) => {
+                let (bytes, limit) = match bound {
+                    StagedBound::Parts => (false, MAX_STAGED_PARTS),
+                    StagedBound::Bytes => (true, MAX_STAGED_BYTES),
+                };
+                Err(Rejection::StagedPartsLimit { incarnation, bytes, limit }.into())
+            }
+        }
     }
 
     async fn stage_part(
@@ -183,8 +263,7 @@ impl<E: GroupEngine> Backend for NodeBackend<E> {
     }
 
     async fn publish_parts(&self, c: PartsCommit) -> Result<SnapshotOk, BackendError> {
-        use crate::cold::snapshots::{MAX_SNAPSHOT_BYTES, PartsError};
-        let cold = self.cold.as_ref().ok_or(BackendError::NoColdStore)?;
+        self.cold.as_ref().ok_or(BackendError::NoColdStore)?;
         // The key first: a repeat or a conflict answers even after the parts are gone.
         let checked =
             self.query(&c.key, |store, now| store.check_parts_commit(&c.key, c.offset, c.digest, c.expect, now))?;
@@ -192,41 +271,18 @@ impl<E: GroupEngine> Backend for NodeBackend<E> {
             return Ok(repeat);
         }
         let incarnation = self.current(&c.key, c.expect)?.incarnation;
-        let body = match cold.assemble_parts(&c.key, incarnation, &c.parts).await {
-            Ok(body) => body,
-            Err(PartsError::Unknown) => return Err(BackendError::Rejected(Rejection::UnknownPart)),
-            Err(PartsError::TooLarge) => {
-                return Err(BackendError::Rejected(Rejection::SnapshotTooLarge { limit: MAX_SNAPSHOT_BYTES }));
-            }
-            Err(PartsError::Store(e)) => return Err(Self::cold_failed(e)),
-        };
-        if ursula_stream::SnapshotDigest::of(&c.content_type, &body) != c.digest {
-            // The copy that found the mismatch used the parts up.
-            cold.delete_parts(&c.key, incarnation, &c.parts).await;
-            return Err(BackendError::Rejected(Rejection::SnapshotDigestMismatch));
-        }
-        let group = self.group(&c.key);
-        let stored = cold.store_snapshot(group.0, body).await.map_err(Self::cold_failed)?;
-        let cmd = PublishSnapshot {
-            key: c.key.clone(),
-            offset: c.offset,
-            content_type: c.content_type,
-            body: bytes::Bytes::new(),
-            digest: c.digest,
-            expect: c.expect,
-            cold: Some(stored),
-        };
-        let published = self.publish(group, cmd).await;
-        // A final answer for the key spends the parts; a retryable one keeps them.
-        if matches!(published, Ok(_) | Err(BackendError::Rejected(_))) {
-            cold.delete_parts(&c.key, incarnation, &c.parts).await;
-        }
-        published
+        // The node owns the commit from here: a client that goes away
+        // cancels none of the copy, the publish or the deletion of the parts.
+        let backend = self.clone();
+        tokio::spawn(async move { backend.commit_parts(c, incarnation).await })
+            .await
+            .map_err(|e| BackendError::Internal(format!("the commit task failed: {e}")))?
     }
 
     async fn discard_parts(&self, key: StreamKey, expect: Option<Incarnation>) -> Result<StreamInfo, BackendError> {
         let cold = self.cold.as_ref().ok_or(BackendError::NoColdStore)?;
         let info = self.current(&key, expect)?;
+        let _slot = cold.claim_commit(&key, info.incarnation, false).map_err(commit_refused)?;
         cold.discard_parts(&key, info.incarnation).await.map_err(Self::cold_failed)?;
         Ok(info)
     }

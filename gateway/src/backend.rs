@@ -154,6 +154,16 @@ pub trait Backend: Send + Sync + 'static {
     fn max_snapshot_bytes(&self) -> Option<u64> {
         None
     }
+    /// Refuses a part past the stream's staged-parts bounds before its body
+    /// is read (`declared`: its `Content-Length`, or the request limit).
+    fn admit_part(
+        &self,
+        _key: &StreamKey,
+        _expect: Option<Incarnation>,
+        _declared: u64,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send {
+        async { Ok(()) }
+    }
     /// Stages one part of a snapshot upload; returns its id.
     fn stage_part(
         &self,

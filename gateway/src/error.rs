@@ -301,6 +301,27 @@ fn rejection_answer(r: &Rejection) -> ErrorAnswer {
             ErrorAnswer::new(S::PAYLOAD_TOO_LARGE, code, "the assembled snapshot is too large")
                 .header(names::URSULA_MAX_SNAPSHOT_BYTES, limit)
         }
+        Rejection::StagedPartsLimit { incarnation, bytes, limit } => {
+            let (bound, what) = if *bytes {
+                (names::URSULA_MAX_STAGED_BYTES, "bytes of staged parts")
+            } else {
+                (names::URSULA_MAX_STAGED_PARTS, "staged parts")
+            };
+            let message = format!("the stream holds as many unused {what} as it may: commit or discard them");
+            ErrorAnswer::new(S::TOO_MANY_REQUESTS, code, &message)
+                .header(bound, limit)
+                .header(names::STREAM_INCARNATION, incarnation)
+        }
+        Rejection::SnapshotCommitsBusy => {
+            ErrorAnswer::new(S::SERVICE_UNAVAILABLE, code, "every snapshot commit slot is taken; nothing was published")
+                .header("retry-after", 1)
+        }
+        Rejection::SnapshotCommitInProgress => ErrorAnswer::new(
+            S::SERVICE_UNAVAILABLE,
+            code,
+            "a commit of this stream runs now; repeat the request once it ends",
+        )
+        .header("retry-after", 1),
         Rejection::JsonBoundaryUnverified => ErrorAnswer::new(
             S::SERVICE_UNAVAILABLE,
             code,

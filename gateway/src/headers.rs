@@ -40,6 +40,8 @@ pub mod names {
     pub const URSULA_CLUSTER_ID: &str = "ursula-cluster-id";
     pub const URSULA_MAX_REQUEST_BYTES: &str = "ursula-max-request-bytes";
     pub const URSULA_MAX_SNAPSHOT_BYTES: &str = "ursula-max-snapshot-bytes";
+    pub const URSULA_MAX_STAGED_PARTS: &str = "ursula-max-staged-parts";
+    pub const URSULA_MAX_STAGED_BYTES: &str = "ursula-max-staged-bytes";
     pub const STREAM_SNAPSHOT_PART: &str = "stream-snapshot-part";
     pub const RAFT_LEADER_ID: &str = "x-ursula-raft-leader-id";
     pub const RAFT_GROUP: &str = "x-ursula-raft-group";

@@ -46,10 +46,17 @@ static OBJECTS: AtomicU64 = AtomicU64::new(0);
 /// Flush ticks between garbage collection passes.
 const GC_EVERY_TICKS: u64 = 10;
 
-/// Runs forever, flushing (and now and then collecting) the groups this node leads.
+/// Flush ticks between orphan sweeps of staged parts.
+const SWEEP_EVERY_TICKS: u64 = 6 * GC_EVERY_TICKS;
+
+/// Runs forever, flushing (and now and then collecting) the groups this
+/// node leads; the leader of group 0 sweeps orphaned parts for the cluster.
 pub async fn run<E: GroupEngine>(engine: Arc<E>, cold: Arc<Cold>, node_id: u64) {
     for tick in 1u64.. {
         tokio::time::sleep(cold.config.flush_interval).await;
+        if tick % SWEEP_EVERY_TICKS == 0 && matches!(engine.leadership(GroupId(0)), Leadership::Local { .. }) {
+            cold.sweep_parts().await;
+        }
         for g in 0..engine.group_count() {
             flush_group(&engine, &cold, GroupId(g), node_id).await;
             if tick % GC_EVERY_TICKS == 0 {

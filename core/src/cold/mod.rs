@@ -8,10 +8,12 @@
 //! - `read`: materializing a read plan's cold slices (fetch, check, cut).
 //! - `flush`: the background worker that uploads and commits hot ranges.
 //! - `gc`: deleting objects no stream references any more.
-//! - `snapshots`: snapshot bodies as cold objects, and upload in parts.
+//! - `snapshots`: snapshot bodies as cold objects.
+//! - `parts`: snapshot upload in parts, its bounds, commit slots and sweep.
 
 pub mod flush;
 pub mod gc;
+pub mod parts;
 pub mod read;
 pub mod s3;
 pub mod snapshots;
@@ -41,6 +43,8 @@ pub struct ColdConfig {
     pub flush_max_hot_age: Duration,
     /// Bytes of fetched cold spans kept for repeated reads; 0: none.
     pub cache_size: u64,
+    /// The orphan sweep reclaims a staged part older than this.
+    pub parts_grace: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +64,7 @@ pub struct Cold {
     /// Objects seen unreferenced, and since when (on this node's passes).
     unreferenced: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
     pub stats: ColdStats,
+    pub parts: parts::PartsState,
 }
 
 #[derive(Default)]
@@ -81,7 +86,15 @@ impl Cold {
             .weigher(|k: &(String, u64), v: &Bytes| u32::try_from(k.0.len() + v.len()).unwrap_or(u32::MAX))
             .build();
         let hot = (0..groups).map(|_| AtomicU64::new(0)).collect();
-        Cold { store, config, cache, hot, unreferenced: Default::default(), stats: ColdStats::default() }
+        Cold {
+            store,
+            config,
+            cache,
+            hot,
+            unreferenced: Default::default(),
+            stats: ColdStats::default(),
+            parts: parts::PartsState::default(),
+        }
     }
 
     /// Builds the configured store (S3 clients resolve credentials here).
@@ -141,7 +154,32 @@ impl Cold {
         m.insert("cold_cache_hits".into(), s.cache_hits.load(Relaxed).into());
         m.insert("cold_backpressure_refusals".into(), s.backpressure_refusals.load(Relaxed).into());
         m.insert("cold_gc_deleted".into(), s.gc_deleted.load(Relaxed).into());
+        let p = &self.parts;
+        m.insert("snapshot_parts_staged_limit".into(), p.limit_refusals.load(Relaxed).into());
+        m.insert("snapshot_commits_busy".into(), p.commits_busy.load(Relaxed).into());
+        m.insert("snapshot_parts_swept".into(), p.swept.load(Relaxed).into());
         let hot: u64 = self.hot.iter().map(|h| h.load(Relaxed)).sum();
         m.insert("hot_bytes".into(), hot.into());
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::time::Duration;
+
+    /// A memory-backed tier's settings for unit tests.
+    pub fn config() -> super::ColdConfig {
+        super::ColdConfig {
+            backend: super::ColdBackend::Memory,
+            root: "t".into(),
+            flush_interval: Duration::from_secs(1),
+            flush_size: 1 << 20,
+            flush_max_concurrency: 1,
+            max_hot_size_per_group: 0,
+            gc_grace: Duration::from_secs(300),
+            flush_max_hot_age: Duration::ZERO,
+            cache_size: 0,
+            parts_grace: Duration::from_secs(86_400),
+        }
     }
 }

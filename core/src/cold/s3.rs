@@ -167,8 +167,12 @@ impl ColdStore for S3ColdStore {
     }
 
     fn list<'a>(&'a self, prefix: &'a str) -> ColdResult<'a, Vec<String>> {
+        Box::pin(async move { Ok(self.list_sized(prefix).await?.into_iter().map(|(k, _)| k).collect()) })
+    }
+
+    fn list_sized<'a>(&'a self, prefix: &'a str) -> ColdResult<'a, Vec<(String, u64)>> {
         Box::pin(async move {
-            let mut keys = Vec::new();
+            let mut listed = Vec::new();
             let mut token: Option<String> = None;
             loop {
                 let page = self
@@ -180,10 +184,13 @@ impl ColdStore for S3ColdStore {
                     .send()
                     .await
                     .map_err(|e| failed(aws_sdk_s3::error::DisplayErrorContext(e)))?;
-                keys.extend(page.contents().iter().filter_map(|o| o.key().map(str::to_string)));
+                let sized = |o: &aws_sdk_s3::types::Object| {
+                    o.key().map(|k| (k.to_string(), o.size().and_then(|s| u64::try_from(s).ok()).unwrap_or(0)))
+                };
+                listed.extend(page.contents().iter().filter_map(sized));
                 match page.next_continuation_token() {
                     Some(next) if page.is_truncated() == Some(true) => token = Some(next.to_string()),
-                    _ => return Ok(keys),
+                    _ => return Ok(listed),
                 }
             }
         })

@@ -33,6 +33,8 @@ pub trait ColdStore: Send + Sync + 'static {
     fn size<'a>(&'a self, key: &'a str) -> ColdResult<'a, u64>;
     /// The keys of every object under `prefix`.
     fn list<'a>(&'a self, prefix: &'a str) -> ColdResult<'a, Vec<String>>;
+    /// As `list`, with each object's length.
+    fn list_sized<'a>(&'a self, prefix: &'a str) -> ColdResult<'a, Vec<(String, u64)>>;
 }
 
 /// Objects in a map: the store of `storage.cold.backend = "memory"`.
@@ -84,6 +86,14 @@ impl ColdStore for MemoryColdStore {
     fn list<'a>(&'a self, prefix: &'a str) -> ColdResult<'a, Vec<String>> {
         let keys = self.objects().keys().filter(|k| k.starts_with(prefix)).cloned().collect();
         Box::pin(async { Ok(keys) })
+    }
+
+    fn list_sized<'a>(&'a self, prefix: &'a str) -> ColdResult<'a, Vec<(String, u64)>> {
+        let objects = self.objects();
+        let listed: Vec<(String, u64)> =
+            objects.iter().filter(|(k, _)| k.starts_with(prefix)).map(|(k, v)| (k.clone(), v.len() as u64)).collect();
+        drop(objects);
+        Box::pin(async { Ok(listed) })
     }
 }
 

@@ -96,5 +96,6 @@ pub fn resolve(section: ColdSection) -> Result<Option<ColdConfig>, ConfigError> 
             Duration::from_secs(300),
         )?,
         gc_grace: duration("storage.cold.gc_grace", section.gc_grace, Duration::from_secs(300))?,
+        parts_grace: duration("storage.cold.parts_grace", section.parts_grace, Duration::from_secs(86_400))?,
     }))
 }

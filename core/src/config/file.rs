@@ -58,6 +58,8 @@ pub struct ColdSection {
     pub cache_size: Option<ByteSize>,
     /// Ours: how long an unreferenced object waits before deletion.
     pub gc_grace: Option<String>,
+    /// Ours: the orphan sweep's grace for staged snapshot parts (a day).
+    pub parts_grace: Option<String>,
     #[serde(default)]
     pub s3: S3Section,
 }

@@ -139,6 +139,17 @@ pub enum Rejection {
     JsonBoundaryUnverified,
     /// A retention boundary beyond the tail or newer than the latest snapshot.
     InvalidRetention,
+    /// The stream holds as many unused staged parts as it may (`bytes`:
+    /// the byte bound); `limit` is the bound it met.
+    StagedPartsLimit {
+        incarnation: Incarnation,
+        bytes: bool,
+        limit: u64,
+    },
+    /// Every commit copy slot of the node is taken.
+    SnapshotCommitsBusy,
+    /// A commit of this stream incarnation runs now.
+    SnapshotCommitInProgress,
 }
 
 impl Rejection {
@@ -186,6 +197,9 @@ impl Rejection {
             Rejection::SnapshotDigestMismatch => "SNAPSHOT_DIGEST_MISMATCH",
             Rejection::SnapshotTooLarge { .. } => "REQUEST_TOO_LARGE",
             Rejection::InvalidRetention => "INVALID_RETENTION",
+            Rejection::StagedPartsLimit { .. } => "STAGED_PARTS_LIMIT",
+            Rejection::SnapshotCommitsBusy => "SNAPSHOT_COMMITS_BUSY",
+            Rejection::SnapshotCommitInProgress => "SNAPSHOT_COMMIT_IN_PROGRESS",
         }
     }
 }

@@ -14,21 +14,21 @@ use crate::support::cluster::{Layout, Planes};
 use crate::support::s3::S3Server;
 use crate::support::{Node, offset, pattern};
 
-const S: &str = "/cold/s";
-const BIN: &str = "application/octet-stream";
+pub const S: &str = "/cold/s";
+pub const BIN: &str = "application/octet-stream";
 const PIECE: usize = 8 * 1024;
-const PATIENCE: Duration = Duration::from_secs(60);
-const FLUSH: &str = "flush_interval = \"100ms\"\nflush_size = \"64KiB\"\nmax_hot_size_per_group = \"256KiB\"\n";
+pub const PATIENCE: Duration = Duration::from_secs(60);
+pub const FLUSH: &str = "flush_interval = \"100ms\"\nflush_size = \"64KiB\"\nmax_hot_size_per_group = \"256KiB\"\n";
 
 /// Three voters of one group on the cold tier of `s3`, configured by `section`.
-fn cluster(id: &str, section: String) -> (Layout, Vec<Option<Node>>) {
+pub fn cluster(id: &str, section: String) -> (Layout, Vec<Option<Node>>) {
     let mut layout = Layout::new(3, id, 1, Planes::Shared);
     layout.sections = section;
     let voters = (0..3).map(|i| Some(layout.start(i))).collect();
     (layout, voters)
 }
 
-async fn metric(node: &Node, name: &str) -> u64 {
+pub async fn metric(node: &Node, name: &str) -> u64 {
     let m = node.get("/__ursula/metrics").send().await.expect(200).json();
     m[name].as_u64().unwrap_or_else(|| panic!("no {name} in {m}"))
 }
@@ -276,92 +276,4 @@ async fn an_old_hot_tail_is_flushed_whole_below_the_flush_size() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(read_from(&node, 0, 3_000).await == body);
-}
-
-const PART: usize = 25 * 1024 * 1024;
-
-/// Stages `body` at `snapshot_offset` as one part; returns the part id.
-async fn stage(node: &Node, at: &str, body: Vec<u8>) -> String {
-    let staged = node.post(&format!("{S}/snapshot/{at}/parts")).body(body).send().await;
-    staged.expect(201);
-    staged.must("stream-snapshot-part").to_string()
-}
-
-/// Commits the parts `ids` as the snapshot at byte `at` with `digest`.
-async fn commit_parts(node: &Node, at: u64, ids: &[String], digest: &str) -> crate::support::Answer {
-    node.put(&format!("{S}/snapshot/{}", offset(at)))
-        .content_type(BIN)
-        .header("stream-snapshot-parts", ids.len().to_string())
-        .header("stream-snapshot-digest", digest)
-        .body(ids.iter().map(|id| format!("{id}\n")).collect::<String>())
-        .send()
-        .await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_100_mib_snapshot_goes_up_in_parts_and_reads_back_with_ranges() {
-    let s3 = S3Server::start().await;
-    // A 100 MiB PUT of a debug build needs more than the outage tests' 2 s.
-    let (_layout, voters) = cluster("cold-parts", s3.cold_section_timed(FLUSH, "60s"));
-    for v in voters.iter().flatten() {
-        wait_ready(v).await;
-    }
-    let leader = voters[0].as_ref().expect("node 1");
-    leader.create(S, BIN).await;
-    leader.append(S, BIN, "0123456789").await;
-    leader.head(S).send().await.expect(200).expect_header("ursula-max-snapshot-bytes", "1073741824");
-    let at = offset(10);
-
-    // A 2 MiB snapshot in one request goes to the cold tier whole.
-    let single = pattern(2 * 1024 * 1024);
-    leader.publish(S, &offset(5), BIN, single.clone()).await;
-    let read = voters[1].as_ref().expect("node 2").get(&format!("{S}/snapshot/{}", offset(5))).send().await;
-    assert!(read.expect(200).body == single, "a follower reads the cold snapshot body");
-
-    let body: Vec<u8> = (0..4 * PART).map(|i| ((i / 7) % 251) as u8).collect();
-    let digest = crate::support::snapshot_digest(BIN, &body);
-    let mut ids = Vec::new();
-    for piece in body.chunks(PART) {
-        ids.push(stage(leader, &at, piece.to_vec()).await);
-    }
-    // Refusals that copy nothing keep the parts for a corrected commit.
-    let unknown = ["0000000000000000-0000000000000000.part".to_string()];
-    let with_unknown: Vec<String> = unknown.iter().chain(&ids).cloned().collect();
-    commit_parts(leader, 10, &with_unknown, &digest).await.expect_error(400, "UNKNOWN_PART");
-    let short = leader
-        .put(&format!("{S}/snapshot/{at}"))
-        .content_type(BIN)
-        .header("stream-snapshot-parts", "3")
-        .header("stream-snapshot-digest", &digest)
-        .body(ids.iter().map(|id| format!("{id}\n")).collect::<String>())
-        .send()
-        .await;
-    short.expect_error(400, "INVALID_PARTS_COMMIT");
-    commit_parts(leader, 10, &ids, &digest).await.expect(204).expect_header("stream-snapshot-digest", &digest);
-    // A repeat answers from the key, after the parts are gone.
-    commit_parts(leader, 10, &ids, &digest).await.expect(204);
-    assert!(s3.files_with("part").is_empty(), "the commit deleted its parts");
-
-    for v in voters.iter().flatten() {
-        let path = format!("{S}/snapshot/{at}");
-        let first = v.get(&path).header("range", "bytes=0-99").send().await;
-        first.expect(206).expect_header("content-range", &format!("bytes 0-99/{}", body.len()));
-        assert!(first.body == body[..100]);
-        let (lo, hi) = (PART - 50, PART + 49);
-        let across = v.get(&path).header("range", format!("bytes={lo}-{hi}")).send().await;
-        assert!(across.expect(206).body == body[lo..=hi], "{}: a range across two parts", v.base());
-        let tail = v.get(&path).header("range", "bytes=-10").send().await;
-        assert!(tail.expect(206).body == body[body.len() - 10..]);
-    }
-
-    // A digest that differs is refused, and a discard empties what is staged.
-    let spare = stage(leader, &offset(10), vec![1; 10]).await;
-    let other = crate::support::snapshot_digest(BIN, b"other");
-    commit_parts(leader, 10, &[spare], &other).await.expect_error(409, "SNAPSHOT_CONFLICT");
-    leader.append(S, BIN, "abcdefghij").await;
-    let later = stage(leader, &offset(20), vec![3; 10]).await;
-    commit_parts(leader, 20, &[later], &other).await.expect_error(400, "SNAPSHOT_DIGEST_MISMATCH");
-    stage(leader, &at, vec![2; 10]).await;
-    leader.delete(&format!("{S}/snapshot/parts")).send().await.expect(204);
-    assert!(s3.files_with("part").is_empty(), "the discard deleted the staged parts");
 }

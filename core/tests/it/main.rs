@@ -96,6 +96,7 @@ mod gateway_bodies;
 
 // Issue 7: the S3 cold tier on three voters and an s3s-fs server: flush, reads across tiers, outage, damage.
 mod cold;
+mod cold_parts;
 
 // Issue 7: Raft snapshots as S3 objects each voter owns; a wiped voter installs a copy.
 mod snapshot_store;

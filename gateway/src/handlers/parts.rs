@@ -32,6 +32,13 @@ where
     // The offset is checked and otherwise ignored: a part belongs to the incarnation.
     Offset::parse_token(raw_offset).ok_or(ApiError::InvalidOffset)?;
     let expect = headers::incarnation(req.headers())?;
+    let declared = req
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(crate::limits::MAX_REQUEST_BYTES);
+    shared.backend.admit_part(&key, expect, declared).await?;
     let upload = read_body(shared, req).await?;
     let (id, info) = shared.backend.stage_part(key, expect, upload.bytes.clone()).await?;
     let b = render::builder(StatusCode::CREATED)
