@@ -348,7 +348,7 @@ mod tests {
         let cold =
             Cold::new(std::sync::Arc::new(super::super::MemoryColdStore::default()), crate::cold::tests::config(), 1);
         let key = |s: &str| StreamKey::parse("b", s).expect("key");
-        let inc = Incarnation::from_value(7).expect("an incarnation");
+        let inc = Incarnation::parse("4503599627370497").expect("an incarnation");
         let first = cold.claim_commit(&key("a"), inc, true).expect("first");
         assert_eq!(cold.claim_commit(&key("a"), inc, false).err(), Some(CommitRefusal::InProgress));
         let second = cold.claim_commit(&key("b"), inc, true).expect("second copy");
