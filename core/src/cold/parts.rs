@@ -347,7 +347,7 @@ mod tests {
     async fn one_commit_per_incarnation_and_two_copies_at_once() {
         let cold =
             Cold::new(std::sync::Arc::new(super::super::MemoryColdStore::default()), crate::cold::tests::config(), 1);
-        let key = |s: &str| StreamKey::parse("b", s).expect("key");
+        let key = |s: &str| StreamKey::parse("bucket-1", s).expect("key");
         let inc = Incarnation::parse("4503599627370497").expect("an incarnation");
         let first = cold.claim_commit(&key("a"), inc, true).expect("first");
         assert_eq!(cold.claim_commit(&key("a"), inc, false).err(), Some(CommitRefusal::InProgress));
