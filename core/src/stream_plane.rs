@@ -14,7 +14,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tonic::{Request, Response, Status};
 use ursula_gateway::wire::{self, pb};
-use ursula_gateway::{Backend, BackendError, Readiness, WaitOutcome};
+use ursula_gateway::{
+    Backend, BackendError, PartAdmission, PartsCommit, PartsDiscard, Readiness, StagedPart, WaitOutcome,
+};
 use ursula_proto::stream::v1::stream_service_server::{StreamService, StreamServiceServer};
 use ursula_stream::{
     AdvanceRetention, AppendStream, CreateStream, DeleteStream, Incarnation, Offset, PublishSnapshot, ReadFrom,
@@ -163,6 +165,7 @@ impl<E: GroupEngine> StreamService for StreamPlane<E> {
             groups,
             unready_reason,
             failure: None,
+            max_snapshot_bytes: self.backend.max_snapshot_bytes().unwrap_or(0),
         }))
     }
 
@@ -189,6 +192,28 @@ impl<E: GroupEngine> StreamService for StreamPlane<E> {
     async fn advance_retention(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteReply>, Status> {
         let key_of: fn(&AdvanceRetention) -> &StreamKey = |c| &c.key;
         self.write(request.into_inner(), key_of, |b, c| async move { b.advance_retention(c).await }).await
+    }
+
+    async fn admit_part(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteReply>, Status> {
+        let key_of: fn(&PartAdmission) -> &StreamKey = |c| &c.key;
+        self.write(request.into_inner(), key_of, |b, c| async move { b.admit_part(&c.key, c.expect, c.declared).await })
+            .await
+    }
+
+    async fn stage_part(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteReply>, Status> {
+        let key_of: fn(&StagedPart) -> &StreamKey = |c| &c.key;
+        self.write(request.into_inner(), key_of, |b, c| async move { b.stage_part(c.key, c.expect, c.body).await })
+            .await
+    }
+
+    async fn commit_parts(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteReply>, Status> {
+        let key_of: fn(&PartsCommit) -> &StreamKey = |c| &c.key;
+        self.write(request.into_inner(), key_of, |b, c| async move { b.publish_parts(c).await }).await
+    }
+
+    async fn discard_parts(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteReply>, Status> {
+        let key_of: fn(&PartsDiscard) -> &StreamKey = |c| &c.key;
+        self.write(request.into_inner(), key_of, |b, c| async move { b.discard_parts(c.key, c.expect).await }).await
     }
 
     async fn head(&self, request: Request<pb::HeadRequest>) -> Result<Response<pb::HeadReply>, Status> {

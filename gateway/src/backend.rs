@@ -52,7 +52,7 @@ impl From<Rejection> for BackendError {
 }
 
 /// `PUT …/snapshot/{offset}` with `Stream-Snapshot-Parts` (spec/30).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct PartsCommit {
     pub key: StreamKey,
     pub offset: Offset,
@@ -61,6 +61,29 @@ pub struct PartsCommit {
     pub expect: Option<Incarnation>,
     /// The manifest's part ids, in order, distinct.
     pub parts: Vec<String>,
+}
+
+/// The staged-parts check of a part about to be sent (`declared` bytes).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct PartAdmission {
+    pub key: StreamKey,
+    pub expect: Option<Incarnation>,
+    pub declared: u64,
+}
+
+/// One part of a snapshot upload.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct StagedPart {
+    pub key: StreamKey,
+    pub expect: Option<Incarnation>,
+    pub body: bytes::Bytes,
+}
+
+/// `DELETE …/snapshot/parts`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct PartsDiscard {
+    pub key: StreamKey,
+    pub expect: Option<Incarnation>,
 }
 
 /// How a wait for new data ended.

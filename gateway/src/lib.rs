@@ -28,7 +28,10 @@ pub mod server;
 pub mod uploads;
 pub mod wire;
 
-pub use backend::{Backend, BackendError, LeaderHint, PartsCommit, Readiness, Unavailable, WaitOutcome, WriteRoute};
+pub use backend::{
+    Backend, BackendError, LeaderHint, PartAdmission, PartsCommit, PartsDiscard, Readiness, StagedPart, Unavailable,
+    WaitOutcome, WriteRoute,
+};
 pub use options::{CacheOptions, Cors, HttpOptions, JsonReads};
 pub use server::{GrpcBody, GrpcPlane, serve};
 pub use uploads::{UploadLimits, UploadLimitsError};

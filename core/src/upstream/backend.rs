@@ -10,7 +10,9 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use ursula_gateway::wire::{self, pb};
-use ursula_gateway::{Backend, BackendError, Readiness, WaitOutcome};
+use ursula_gateway::{
+    Backend, BackendError, PartAdmission, PartsCommit, PartsDiscard, Readiness, StagedPart, WaitOutcome,
+};
 use ursula_stream::{
     AdvanceRetention, AppendOk, AppendStream, BootstrapView, CreateOk, CreateStream, DeleteStream, Incarnation, Offset,
     PublishSnapshot, ReadQuery, ReadView, SnapshotOk, SnapshotView, StreamInfo, StreamKey,
@@ -119,6 +121,40 @@ impl Backend for GatewayBackend {
 
     async fn advance_retention(&self, cmd: AdvanceRetention) -> Result<StreamInfo, BackendError> {
         self.write(&cmd.key, &cmd, |mut c, r| async move { c.advance_retention(r).await }).await
+    }
+
+    fn max_snapshot_bytes(&self) -> Option<u64> {
+        Some(self.upstreams.max_snapshot_bytes).filter(|m| *m > 0)
+    }
+
+    async fn admit_part(
+        &self,
+        key: &StreamKey,
+        expect: Option<Incarnation>,
+        declared: u64,
+    ) -> Result<(), BackendError> {
+        let cmd = PartAdmission { key: key.clone(), expect, declared };
+        self.write(key, &cmd, |mut c, r| async move { c.admit_part(r).await }).await
+    }
+
+    async fn stage_part(
+        &self,
+        key: StreamKey,
+        expect: Option<Incarnation>,
+        body: bytes::Bytes,
+    ) -> Result<(String, StreamInfo), BackendError> {
+        let cmd = StagedPart { key: key.clone(), expect, body };
+        self.write(&key, &cmd, |mut c, r| async move { c.stage_part(r).await }).await
+    }
+
+    async fn publish_parts(&self, commit: PartsCommit) -> Result<SnapshotOk, BackendError> {
+        let key = commit.key.clone();
+        self.write(&key, &commit, |mut c, r| async move { c.commit_parts(r).await }).await
+    }
+
+    async fn discard_parts(&self, key: StreamKey, expect: Option<Incarnation>) -> Result<StreamInfo, BackendError> {
+        let cmd = PartsDiscard { key: key.clone(), expect };
+        self.write(&key, &cmd, |mut c, r| async move { c.discard_parts(r).await }).await
     }
 
     async fn snapshot(&self, key: StreamKey, offset: Offset) -> Result<SnapshotView, BackendError> {

@@ -47,6 +47,8 @@ pub struct Upstreams {
     clients: Vec<Client>,
     pub cluster_id: String,
     pub group_count: u32,
+    /// The voters' `Ursula-Max-Snapshot-Bytes`; 0: no cold backend.
+    pub max_snapshot_bytes: u64,
     /// Per group: the index of the upstream that led it last.
     leaders: RwLock<Vec<Option<usize>>>,
     pub stats: Arc<RouteStats>,
@@ -118,6 +120,7 @@ impl Upstreams {
                     clients: clients.clone(),
                     cluster_id: d.cluster_id.clone(),
                     group_count: d.group_count,
+                    max_snapshot_bytes: d.max_snapshot_bytes,
                     leaders: RwLock::new(vec![None; d.group_count as usize]),
                     stats,
                     health: health::Health::new(urls.len()),

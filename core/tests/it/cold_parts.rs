@@ -167,3 +167,33 @@ async fn a_delete_takes_the_streams_parts_and_the_sweep_reclaims_orphans() {
     until_no_parts(&s3, "the sweep never reclaimed the orphan").await;
     assert!(metric(leader, "snapshot_parts_swept").await >= 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parts_go_up_through_a_gateway() {
+    let s3 = S3Server::start().await;
+    let (layout, voters) = cluster("parts-gateway", s3.cold_section_timed(FLUSH, "30s"));
+    for v in voters.iter().flatten() {
+        wait_ready(v).await;
+    }
+    let gateway = Node::spawn(&crate::support::cluster::gateway_args(&layout, &[]), None);
+    gateway.wait_ready_blocking();
+    gateway.create(S, BIN).await;
+    gateway.append(S, BIN, "0123456789").await;
+    gateway.head(S).send().await.expect(200).expect_header("ursula-max-snapshot-bytes", "1073741824");
+
+    let body = pattern(3 * 1024 * 1024 + 17);
+    let digest = crate::support::snapshot_digest(BIN, &body);
+    let mut ids = Vec::new();
+    for piece in body.chunks(1024 * 1024) {
+        ids.push(stage(&gateway, &offset(10), piece.to_vec()).await);
+    }
+    commit_parts(&gateway, 10, &ids, &digest).await.expect(204).expect_header("stream-snapshot-digest", &digest);
+    let path = format!("{S}/snapshot/{}", offset(10));
+    let read = gateway.get(&path).header("range", "bytes=1048570-1048589").send().await;
+    assert!(read.expect(206).body == body[1_048_570..1_048_590], "a range across parts, through the gateway");
+    assert!(voters[1].as_ref().expect("node 2").get(&path).send().await.expect(200).body == body);
+
+    stage(&gateway, &offset(10), vec![1; 10]).await;
+    gateway.delete(&format!("{S}/snapshot/parts")).send().await.expect(204);
+    assert!(s3.files_with("part").is_empty(), "the discard through the gateway deleted the part");
+}

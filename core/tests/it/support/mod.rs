@@ -196,7 +196,7 @@ impl Node {
 
     /// Polls `/__ursula/ready` until it answers `200`, without a runtime
     /// (nodes start from synchronous code too).
-    fn wait_ready_blocking(&self) {
+    pub fn wait_ready_blocking(&self) {
         use std::io::Write as _;
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
