@@ -38,9 +38,9 @@ where
         LiveMode::CatchUp => {
             let q = query(&shared, from, params.max_bytes);
             let mut read = shared.backend.read(key.clone(), q).await;
-            if !params.consistency_leader && follower_at_its_tail(&shared, &key, &read) {
-                // Its tail may lag an acknowledged append: confirm through
-                // the leader before marking up-to-date or refusing with 416.
+            if !params.consistency_leader && needs_leader_confirmation(&shared, &key, &read) {
+                // Its state may lag an acknowledged write: confirm through
+                // the leader before marking up-to-date or refusing with 416 or 404.
                 shared.backend.confirm_tail(&key).await?;
                 read = shared.backend.read(key, q).await;
             }
@@ -52,14 +52,17 @@ where
     }
 }
 
-/// A follower's read that reached its local tail of an open stream, or
-/// went past it (spec/21: tail-sensitive answers come from the leader path).
-fn follower_at_its_tail<B: Backend>(
+/// A read whose answer the leader path decides (spec/21): a follower's
+/// read that reached its local tail of an open stream or went past it, and
+/// any replica's "no such stream", which may only mean it has not applied
+/// the create yet (as after a restart).
+fn needs_leader_confirmation<B: Backend>(
     shared: &Shared<B>,
     key: &StreamKey,
     read: &Result<ReadView, BackendError>,
 ) -> bool {
     let at_tail = match read {
+        Err(BackendError::Rejected(Rejection::StreamNotFound)) => return true,
         Ok(view) => view.up_to_date && !view.closed_at_end,
         Err(BackendError::Rejected(Rejection::OffsetBeyondTail { .. })) => true,
         Err(_) => false,
@@ -99,9 +102,9 @@ async fn long_poll<B: Backend>(
             break;
         }
         let waited = shared.backend.wait(key.clone(), view.info.incarnation, view.next, left).await?;
-        view = shared.backend.read(key.clone(), query(shared, ReadFrom::At(view.next), params.max_bytes)).await?;
         // A long-poll ends when the stream it registered against is replaced.
-        check_expect(expect, &view.info)?;
+        let read = shared.backend.read(key.clone(), query(shared, ReadFrom::At(view.next), params.max_bytes)).await;
+        view = replaced_answers_412(expect, read)?;
         match waited {
             WaitOutcome::TimedOut => break,
             // The live read behind the wait moved: wait again, briefly later.
@@ -123,6 +126,29 @@ async fn long_poll<B: Backend>(
         return Ok(render::finish(b, render::empty()));
     }
     Ok(data_answer(shared, &view, request, false, Some(cursor)))
+}
+
+/// A long-poll's read after its wait, with `Stream-Incarnation`: once the
+/// stream it registered against is replaced, it answers `412` with the
+/// current token (§2.4, live reads), even where a fresh read of the new
+/// stream would answer `416` or `410`.
+fn replaced_answers_412(
+    expect: Option<Incarnation>,
+    read: Result<ReadView, BackendError>,
+) -> Result<ReadView, ApiError> {
+    match read {
+        Ok(view) => {
+            check_expect(expect, &view.info)?;
+            Ok(view)
+        }
+        Err(BackendError::Rejected(r)) => match (expect, r.read_incarnation()) {
+            (Some(e), Some(current)) if e != current => {
+                Err(Rejection::IncarnationMismatch { current: Some(current) }.into())
+            }
+            _ => Err(BackendError::Rejected(r).into()),
+        },
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The entity tag of a read: the incarnation, the range, and closure.
