@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::cluster::wait_ready;
 use crate::support::cluster::{Layout, Planes};
-use crate::support::s3::S3Server;
+use crate::support::s3::{Fault, S3Server};
 use crate::support::{Node, offset, pattern};
 
 pub const S: &str = "/cold/s";
@@ -178,6 +178,64 @@ async fn with_s3_down_appends_meet_backpressure_and_nothing_is_lost_once_it_retu
     wait_flushed(leader, 600_000).await;
     for v in voters.iter().flatten() {
         assert!(read_from(v, 0, 8 * 1024 * 1024).await == written, "{}: everything acknowledged", v.base());
+    }
+}
+
+/// Appends 8 KiB pieces until the hot ceiling refuses one (`503
+/// COLD_BACKPRESSURE`), adding what was acknowledged to `written`.
+async fn append_until_refused(node: &Node, written: &mut Vec<u8>) {
+    for i in 0..400u32 {
+        let piece = vec![(i % 251) as u8; PIECE];
+        let answer = node.post(S).content_type(BIN).body(piece.clone()).send().await;
+        if answer.status == 503 {
+            answer.expect_error(503, "COLD_BACKPRESSURE");
+            return;
+        }
+        answer.expect(204);
+        written.extend_from_slice(&piece);
+    }
+    panic!("no backpressure while S3 is broken");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_s3_that_hangs_or_answers_500_holds_writes_back_and_loses_nothing() {
+    let mut s3 = S3Server::start().await;
+    // No cache: every cold read asks the store.
+    let section = s3.cold_section_timed(&format!("{FLUSH}cache_size = \"0\"\n"), "1s");
+    let (_layout, voters) = cluster("cold-faults", section);
+    for v in voters.iter().flatten() {
+        wait_ready(v).await;
+    }
+    let leader = voters[0].as_ref().expect("node 1");
+    let follower = voters[1].as_ref().expect("node 2");
+    leader.create(S, BIN).await;
+    let mut written = pattern(300_000);
+    append_all(leader, &written).await;
+    wait_flushed(leader, 100_000).await;
+    for fault in [Fault::Hang, Fault::Fail] {
+        s3.misbehave(fault).await;
+        let failures = metric(leader, "cold_upload_failures").await;
+        let read = follower.get(&format!("{S}?offset=-1")).send().await;
+        read.expect_error(502, "COLD_STORE_FAILED");
+        append_until_refused(leader, &mut written).await;
+        let deadline = Instant::now() + PATIENCE;
+        while metric(leader, "cold_upload_failures").await == failures {
+            assert!(Instant::now() < deadline, "{fault:?}: no failed upload counted");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        s3.start_again().await;
+        let flushed = metric(leader, "cold_bytes_flushed").await;
+        let more = pattern(100_000);
+        append_all(leader, &more).await;
+        written.extend_from_slice(&more);
+        wait_flushed(leader, flushed + 100_000).await;
+        for v in voters.iter().flatten() {
+            assert!(
+                read_from(v, 0, 8 * 1024 * 1024).await == written,
+                "{fault:?}, {}: everything acknowledged",
+                v.base()
+            );
+        }
     }
 }
 

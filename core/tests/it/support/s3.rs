@@ -1,7 +1,9 @@
 //! A real S3-compatible server for the cold tier's tests: `s3s-fs`
 //! serving a temporary directory over HTTP on a loopback port, in the
 //! test's own runtime. `stop` closes it (listener and connections) and
-//! `start_again` brings it back on the same port with the same objects.
+//! `start_again` brings it back on the same port with the same objects;
+//! `misbehave` keeps the port but hangs every request or fails it with a
+//! `500`, as a slow or failing store does.
 
 use std::net::SocketAddr;
 
@@ -13,6 +15,13 @@ use s3s::service::S3ServiceBuilder;
 pub const BUCKET: &str = "ursula-test";
 pub const ACCESS_KEY: &str = "ursula-test-key";
 pub const SECRET_KEY: &str = "ursula-test-secret";
+
+/// How `misbehave` breaks the store.
+#[derive(Debug, Clone, Copy)]
+pub enum Fault {
+    Hang,
+    Fail,
+}
 
 pub struct S3Server {
     pub dir: tempfile::TempDir,
@@ -49,6 +58,39 @@ impl S3Server {
         }));
     }
 
+    /// Takes the port back with a server that hangs (`Fault::Hang`) or
+    /// answers `500 InternalError` to everything (`Fault::Fail`).
+    pub async fn misbehave(&mut self, fault: Fault) {
+        self.stop();
+        let listener = rebind(self.addr).await;
+        self.serving = Some(tokio::spawn(async move {
+            let mut held = Vec::new();
+            let mut connections = tokio::task::JoinSet::new();
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else { continue };
+                match fault {
+                    // Accepted and never read: every request runs into its timeout.
+                    Fault::Hang => held.push(tcp),
+                    Fault::Fail => {
+                        connections.spawn(async move {
+                            let failing = hyper::service::service_fn(|_req| async {
+                                let body = "<?xml version=\"1.0\"?><Error><Code>InternalError</Code>\
+                                            <Message>test fault</Message></Error>";
+                                hyper::Response::builder()
+                                    .status(500)
+                                    .header("content-type", "application/xml")
+                                    .body(http_body_util::Full::new(bytes::Bytes::from_static(body.as_bytes())))
+                            });
+                            let _ = ConnBuilder::new(TokioExecutor::new())
+                                .serve_connection(TokioIo::new(tcp), failing)
+                                .await;
+                        });
+                    }
+                }
+            }
+        }));
+    }
+
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
@@ -61,7 +103,8 @@ impl S3Server {
     }
 
     pub async fn start_again(&mut self) {
-        let listener = tokio::net::TcpListener::bind(self.addr).await.expect("rebinding the S3 server");
+        self.stop();
+        let listener = rebind(self.addr).await;
         self.serve(listener);
     }
 
@@ -98,6 +141,17 @@ impl S3Server {
     pub fn files_with(&self, ext: &str) -> Vec<std::path::PathBuf> {
         self.files().into_iter().filter(|p| p.extension().is_some_and(|e| e == ext)).collect()
     }
+}
+
+/// Binds `addr` again once the aborted server task has let it go.
+async fn rebind(addr: SocketAddr) -> tokio::net::TcpListener {
+    for _ in 0..100 {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => return listener,
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+        }
+    }
+    panic!("rebinding the S3 server on {addr}")
 }
 
 impl Drop for S3Server {
