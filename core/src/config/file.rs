@@ -40,6 +40,7 @@ pub struct SnapshotSection {
     pub s3_prefix: Option<String>,
     pub s3_timeout: Option<String>,
     pub s3_max_retries: Option<u32>,
+    pub drive_interval: Option<String>,
 }
 
 /// `[storage.cold]` (spec/07, "Cold storage").

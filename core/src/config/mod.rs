@@ -63,6 +63,8 @@ pub struct RaftConfig {
     pub install_snapshot_timeout: Duration,
     /// `None`: snapshots inline (on the node's disk and in the RPC).
     pub snapshot_store: Option<Box<crate::raft::SnapshotStoreConfig>>,
+    /// `storage.snapshot.drive_interval`: 5 s with S3 snapshots, 1 s inline.
+    pub snapshot_drive_interval: Duration,
     pub wal: WalConfig,
 }
 
@@ -237,8 +239,10 @@ pub fn resolve(file: FileConfig, preset: Option<Preset>, cli: &CliOverrides) -> 
         let mut raft = raft_config(raft, cli)?;
         cluster_plane(&mut raft, cluster_listen, cluster_id.as_deref())?;
         let clustered = !raft.peers.is_empty();
+        let drive = storage.snapshot.drive_interval.clone();
         raft.snapshot_store =
             snapshot::resolve(storage.snapshot, cold.as_ref(), clustered, raft.install_snapshot_timeout)?;
+        raft.snapshot_drive_interval = snapshot::drive_interval(drive, raft.snapshot_store.is_some())?;
         EngineConfig::Raft(raft)
     };
 
@@ -346,6 +350,7 @@ fn raft_config(raft: file::RaftSection, cli: &CliOverrides) -> Result<RaftConfig
         snapshot_backstop_logs,
         install_snapshot_timeout,
         snapshot_store: None,
+        snapshot_drive_interval: Duration::from_secs(1),
         wal: WalConfig {
             path: wal.path,
             fsync: wal.fsync.unwrap_or(FsyncSetting::Never),

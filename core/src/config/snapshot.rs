@@ -43,6 +43,19 @@ fn prefix(text: Option<String>) -> Result<String, ConfigError> {
     Ok(trimmed.to_string())
 }
 
+/// The snapshot driver's tick: `5s` with S3 snapshots, `1s` inline; never `0s`.
+pub fn drive_interval(text: Option<String>, s3: bool) -> Result<Duration, ConfigError> {
+    let default = Duration::from_secs(if s3 { 5 } else { 1 });
+    let every = duration("storage.snapshot.drive_interval", text, default)?;
+    if every.is_zero() {
+        return Err(ConfigError::Refused {
+            key: "storage.snapshot.drive_interval",
+            message: "must be non-zero".into(),
+        });
+    }
+    Ok(every)
+}
+
 /// `None`: inline snapshots (the node's own disk only).
 pub fn resolve(
     section: SnapshotSection,

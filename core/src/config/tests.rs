@@ -131,6 +131,11 @@ fn snapshot_backend_auto_follows_the_cold_backend_on_a_cluster_only() {
         EngineConfig::Memory => panic!("runs Raft"),
     };
     let on_s3 = store(&format!("{cluster}{s3}")).expect("auto is S3 with an S3 cold tier");
+    let drive = |text: &str| match cfg(None, text, &none).expect("valid").engine {
+        EngineConfig::Raft(raft) => raft.snapshot_drive_interval.as_secs(),
+        EngineConfig::Memory => panic!("runs Raft"),
+    };
+    assert_eq!((drive(&format!("{cluster}{s3}")), drive(cluster)), (5, 1), "the drive interval's defaults");
     assert_eq!(on_s3.prefix, "prod/snapshots");
     assert_eq!((on_s3.s3.timeout, on_s3.s3.max_retries), (std::time::Duration::from_secs(10), 1));
     assert_eq!(store(&format!("{cluster}{s3}[storage.snapshot]\nbackend = \"inline\"\n")), None);
@@ -141,6 +146,7 @@ fn snapshot_backend_auto_follows_the_cold_backend_on_a_cluster_only() {
         (format!("{cluster}{s3}[storage.snapshot]\nbackend = \"disk\"\n"), "storage.snapshot.backend"),
         (format!("{cluster}{s3}[storage.snapshot]\ns3_prefix = \"a//b\"\n"), "storage.snapshot.s3_prefix"),
         ("[storage.snapshot]\ns3_prefix = \"a b\"\n".to_string(), "storage.snapshot.s3_prefix"),
+        (format!("{cluster}[storage.snapshot]\ndrive_interval = \"0s\"\n"), "storage.snapshot.drive_interval"),
         (
             format!(
                 "{}{s3}",

@@ -256,11 +256,11 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig) -> anyhow::Result<Raf
     let engine =
         Arc::new(RaftEngine { node_id: raft.node_id, client_urls, groups, wal, guard, refusals, peers, objects });
     let mut drivers = vec![
-        tokio::spawn(driver::snapshots(engine.clone(), raft.snapshot_log_budget)),
+        tokio::spawn(driver::snapshots(engine.clone(), raft.snapshot_log_budget, raft.snapshot_drive_interval)),
         tokio::spawn(driver::disk(engine.guard.clone(), dir.clone())),
     ];
     if let Some(objects) = engine.objects.clone() {
-        drivers.push(tokio::spawn(driver::snapshot_gc(objects, config.group_count)));
+        drivers.push(tokio::spawn(driver::snapshot_gc(objects, config.group_count, raft.snapshot_drive_interval)));
     }
     Ok(RaftNode { engine, cluster_id, dir, temporary, drivers, cluster_plane, shared_raft_routes })
 }

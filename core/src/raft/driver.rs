@@ -1,6 +1,7 @@
 //! Background drivers of a Raft node: the snapshot driver (byte budget of
 //! `raft.snapshot_log_budget`; openraft's own policy holds the entry
-//! backstop) and the disk guard's free-space probe.
+//! backstop), the S3 snapshot store's GC passes, and the disk guard's
+//! free-space probe.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -21,9 +22,10 @@ pub fn threshold(budget: u64, groups: u32, last_snapshot: u64) -> u64 {
     (budget / (2 * u64::from(groups.max(1)))).min(MAX_GROUP_THRESHOLD).max(last_snapshot.saturating_mul(2)).max(1)
 }
 
-pub async fn snapshots(engine: Arc<RaftEngine>, budget: u64) {
+/// Ticks every `storage.snapshot.drive_interval`.
+pub async fn snapshots(engine: Arc<RaftEngine>, budget: u64, every: Duration) {
     let count = engine.groups().len() as u32;
-    let mut tick = tokio::time::interval(TICK);
+    let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;
         for g in engine.groups() {
@@ -35,13 +37,11 @@ pub async fn snapshots(engine: Arc<RaftEngine>, budget: u64) {
     }
 }
 
-/// How often owed snapshot GC passes run (the S3 drive interval).
-const GC_TICK: Duration = Duration::from_secs(5);
-
-/// Runs the snapshot GC passes groups still owe: after a replacement whose
-/// old object a send still pinned, after a failed write, after a restart.
-pub async fn snapshot_gc(objects: Arc<SnapshotStore>, groups: u32) {
-    let mut tick = tokio::time::interval(GC_TICK);
+/// Runs, every drive interval, the snapshot GC passes groups still owe:
+/// after a replacement whose old object a send still pinned, after a
+/// failed write, after a restart.
+pub async fn snapshot_gc(objects: Arc<SnapshotStore>, groups: u32, every: Duration) {
+    let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;
         for g in (0..groups).filter(|g| objects.owes(*g)) {
