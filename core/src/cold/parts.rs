@@ -31,6 +31,11 @@ pub const MAX_COPIES: usize = 2;
 /// of other incarnations older than this are deleted (clocks agree within it).
 const MARGIN: Duration = Duration::from_secs(60);
 
+/// Parts one delete request removes (S3's `DeleteObjects` limit), and such
+/// requests in flight at once: a discard or a delete may remove thousands.
+const DELETE_BATCH: usize = 1000;
+const BATCHES_AT_ONCE: usize = 4;
+
 /// Why a commit's parts did not assemble.
 #[derive(Debug)]
 pub enum PartsError {
@@ -121,6 +126,34 @@ fn parse_listed(rest: &str) -> Option<(u64, u64)> {
 }
 
 impl Cold {
+    /// Deletes `objects` in batches of `DELETE_BATCH`, `BATCHES_AT_ONCE` at
+    /// a time; each object with its result.
+    async fn delete_each(&self, objects: Vec<String>) -> Vec<(String, Result<(), ColdError>)> {
+        use futures_util::StreamExt;
+        let batches: Vec<Vec<String>> = objects.chunks(DELETE_BATCH).map(<[String]>::to_vec).collect();
+        let done: Vec<Vec<(String, Result<(), ColdError>)>> = futures_util::stream::iter(batches)
+            .map(|batch| async move {
+                let failed = self.store.delete_batch(&batch).await;
+                batch
+                    .into_iter()
+                    .map(|object| {
+                        let result = match &failed {
+                            Ok(keys) if keys.contains(&object) => {
+                                Err(ColdError::Unavailable(format!("{object} stayed")))
+                            }
+                            Ok(_) => Ok(()),
+                            Err(e) => Err(e.clone()),
+                        };
+                        (object, result)
+                    })
+                    .collect()
+            })
+            .buffer_unordered(BATCHES_AT_ONCE)
+            .collect()
+            .await;
+        done.into_iter().flatten().collect()
+    }
+
     fn parts_root(&self) -> String {
         let root = self.config.root.trim_matches('/');
         if root.is_empty() { "parts/".into() } else { format!("{root}/parts/") }
@@ -141,13 +174,23 @@ impl Cold {
         let listed = self.store.list_sized(&prefix).await?;
         let stale_before = crate::engine::now_ms().saturating_sub(MARGIN.as_millis() as u64);
         let (mut parts, mut bytes) = (0, 0);
+        let mut stale = Vec::new();
         for (object, size) in listed {
             let Some((incarnation, staged)) = object.strip_prefix(&prefix).and_then(parse_listed) else { continue };
-            if incarnation != current.value() && staged < stale_before && self.store.delete(&object).await.is_ok() {
+            if incarnation != current.value() && staged < stale_before {
+                stale.push((object, size));
                 continue;
             }
             parts += 1;
             bytes += size;
+        }
+        // A stale part whose delete failed still counts.
+        let sizes: HashMap<String, u64> = stale.iter().cloned().collect();
+        for (object, deleted) in self.delete_each(stale.into_iter().map(|(o, _)| o).collect()).await {
+            if deleted.is_err() {
+                parts += 1;
+                bytes += sizes.get(&object).copied().unwrap_or(0);
+            }
         }
         lock(&self.parts.staged).insert(stream_of(key), Staged { parts, bytes, listed: Instant::now() });
         Ok((parts, bytes))
@@ -243,9 +286,10 @@ impl Cold {
     /// Deletes the parts `ids` (after a commit's final answer), then recounts.
     pub async fn delete_parts(&self, key: &StreamKey, incarnation: Incarnation, ids: &[String]) {
         let prefix = self.parts_prefix(key, incarnation);
-        for id in ids.iter().filter(|id| valid_part_id(id)) {
-            if let Err(e) = self.store.delete(&format!("{prefix}{id}")).await {
-                tracing::warn!(part = %id, error = %e, "deleting a spent snapshot part failed");
+        let spent = ids.iter().filter(|id| valid_part_id(id)).map(|id| format!("{prefix}{id}")).collect();
+        for (part, deleted) in self.delete_each(spent).await {
+            if let Err(e) = deleted {
+                tracing::warn!(%part, error = %e, "deleting a spent snapshot part failed");
             }
         }
         let _ = self.recount(key, incarnation).await;
@@ -254,8 +298,9 @@ impl Cold {
     /// Deletes every staged part of the stream incarnation (a discard),
     /// and earlier incarnations' parts staged over a minute ago.
     pub async fn discard_parts(&self, key: &StreamKey, incarnation: Incarnation) -> Result<(), ColdError> {
-        for object in self.store.list(&self.parts_prefix(key, incarnation)).await? {
-            self.store.delete(&object).await?;
+        let staged = self.store.list(&self.parts_prefix(key, incarnation)).await?;
+        for (_, deleted) in self.delete_each(staged).await {
+            deleted?;
         }
         self.recount(key, incarnation).await.map(drop)
     }
@@ -269,12 +314,18 @@ impl Cold {
             Ok(listed) => listed,
             Err(e) => return tracing::warn!(error = %e, "listing a deleted stream's parts failed; the sweep will"),
         };
-        for object in listed {
-            let Some((incarnation, staged)) = object.strip_prefix(&prefix).and_then(parse_listed) else { continue };
-            if (incarnation == deleted.value() || staged < stale_before)
-                && let Err(e) = self.store.delete(&object).await
-            {
-                tracing::warn!(part = %object, error = %e, "deleting a deleted stream's part failed");
+        let doomed = listed
+            .into_iter()
+            .filter(|object| {
+                object
+                    .strip_prefix(&prefix)
+                    .and_then(parse_listed)
+                    .is_some_and(|(incarnation, staged)| incarnation == deleted.value() || staged < stale_before)
+            })
+            .collect();
+        for (part, result) in self.delete_each(doomed).await {
+            if let Err(e) = result {
+                tracing::warn!(%part, error = %e, "deleting a deleted stream's part failed");
             }
         }
         lock(&self.parts.staged).remove(&stream_of(key));
@@ -287,13 +338,11 @@ impl Cold {
         let Ok(listed) = self.store.list(&root).await else { return 0 };
         let grace = u64::try_from(self.config.parts_grace.as_millis()).unwrap_or(u64::MAX);
         let before = crate::engine::now_ms().saturating_sub(grace);
-        let mut swept = 0;
-        for object in listed {
-            let id = object.rsplit('/').next().unwrap_or_default();
-            if staged_ms(id).is_some_and(|ms| ms < before) && self.store.delete(&object).await.is_ok() {
-                swept += 1;
-            }
-        }
+        let old = listed
+            .into_iter()
+            .filter(|object| staged_ms(object.rsplit('/').next().unwrap_or_default()).is_some_and(|ms| ms < before))
+            .collect();
+        let swept = self.delete_each(old).await.into_iter().filter(|(_, deleted)| deleted.is_ok()).count();
         if swept > 0 {
             // Counts of swept streams are stale: the next part relists.
             lock(&self.parts.staged).clear();

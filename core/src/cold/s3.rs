@@ -154,6 +154,30 @@ impl ColdStore for S3ColdStore {
         })
     }
 
+    fn delete_batch<'a>(&'a self, keys: &'a [String]) -> ColdResult<'a, Vec<String>> {
+        use aws_sdk_s3::types::{Delete, ObjectIdentifier};
+        Box::pin(async move {
+            if keys.is_empty() {
+                return Ok(Vec::new());
+            }
+            let objects = keys
+                .iter()
+                .map(|k| ObjectIdentifier::builder().key(k).build())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(failed)?;
+            let delete = Delete::builder().set_objects(Some(objects)).quiet(true).build().map_err(failed)?;
+            let out = self
+                .client
+                .delete_objects()
+                .bucket(&self.bucket)
+                .delete(delete)
+                .send()
+                .await
+                .map_err(|e| failed(aws_sdk_s3::error::DisplayErrorContext(e)))?;
+            Ok(out.errors().iter().filter_map(|e| e.key().map(str::to_string)).collect())
+        })
+    }
+
     fn size<'a>(&'a self, key: &'a str) -> ColdResult<'a, u64> {
         Box::pin(async move {
             match self.client.head_object().bucket(&self.bucket).key(key).send().await {

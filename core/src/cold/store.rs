@@ -29,6 +29,8 @@ pub trait ColdStore: Send + Sync + 'static {
     /// The whole object at `key`.
     fn get<'a>(&'a self, key: &'a str) -> ColdResult<'a, Bytes>;
     fn delete<'a>(&'a self, key: &'a str) -> ColdResult<'a, ()>;
+    /// Deletes up to 1,000 `keys` in one request; returns those it could not delete.
+    fn delete_batch<'a>(&'a self, keys: &'a [String]) -> ColdResult<'a, Vec<String>>;
     /// The stored length of the object at `key` (a HEAD).
     fn size<'a>(&'a self, key: &'a str) -> ColdResult<'a, u64>;
     /// The keys of every object under `prefix`.
@@ -76,6 +78,14 @@ impl ColdStore for MemoryColdStore {
     fn delete<'a>(&'a self, key: &'a str) -> ColdResult<'a, ()> {
         self.objects().remove(key);
         Box::pin(async { Ok(()) })
+    }
+
+    fn delete_batch<'a>(&'a self, keys: &'a [String]) -> ColdResult<'a, Vec<String>> {
+        let mut objects = self.objects();
+        for key in keys {
+            objects.remove(key);
+        }
+        Box::pin(async { Ok(Vec::new()) })
     }
 
     fn size<'a>(&'a self, key: &'a str) -> ColdResult<'a, u64> {
