@@ -24,7 +24,7 @@ use ursula_proto::raft::v1::raft_service_server::{RaftService, RaftServiceServer
 use super::batcher::{BatchStats, Batcher};
 use super::pb as conv;
 use super::refusals::{Direction, PeerRefusals};
-use super::snapshot_store::{SnapshotStore, Stored};
+use super::snapshot_store::{ObjectRef, SnapshotStore, Stored};
 use super::types::{NodeId, TypeConfig};
 
 /// Largest RPC either side accepts: a batch of entries or a snapshot chunk.
@@ -263,17 +263,17 @@ impl RaftServer {
         group: u32,
         mut rpc: InstallSnapshotRequest<TypeConfig>,
     ) -> Result<InstallSnapshotRequest<TypeConfig>, pb::Refusal> {
-        if rpc.offset != 0 || !rpc.done || !rpc.data.starts_with(b"UREF") {
+        if rpc.offset != 0 || !rpc.done {
             return Ok(rpc);
         }
-        let stored = Stored::decode(std::mem::take(&mut rpc.data))
-            .map_err(|e| self.refusal(Kind::SnapshotFailed, e.to_string()))?;
-        let (Stored::Object(r), Some(objects)) = (&stored, &self.objects) else {
+        let Some(parsed) = ObjectRef::parse(&rpc.data) else { return Ok(rpc) };
+        let r = parsed.map_err(|e| self.refusal(Kind::SnapshotFailed, e.to_string()))?;
+        let Some(objects) = &self.objects else {
             return Err(self.refusal(Kind::SnapshotFailed, "a snapshot reference needs S3 snapshots".into()));
         };
         let index = rpc.meta.last_log_id.map_or(0, |l| l.index);
         let copy = objects
-            .copy(group, index, r.clone())
+            .copy(group, index, r)
             .await
             .map_err(|e| self.refusal(Kind::SnapshotFailed, format!("copying the snapshot object: {e}")))?;
         rpc.data = Stored::Object(copy).encode();

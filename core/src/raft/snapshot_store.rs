@@ -62,12 +62,25 @@ impl Stored {
 
     /// Encoded snapshots begin with their codec version, never with the magic.
     pub fn decode(raw: Vec<u8>) -> Result<Stored, SnapshotStoreError> {
-        let Some(rest) = raw.strip_prefix(REF_MAGIC) else { return Ok(Stored::Inline(raw)) };
+        match ObjectRef::parse(&raw) {
+            None => Ok(Stored::Inline(raw)),
+            Some(r) => r.map(Stored::Object),
+        }
+    }
+}
+
+impl ObjectRef {
+    /// The reference `raw` holds; `None` when `raw` is an inline snapshot.
+    pub fn parse(raw: &[u8]) -> Option<Result<ObjectRef, SnapshotStoreError>> {
+        let rest = raw.strip_prefix(REF_MAGIC)?;
         let damaged = || SnapshotStoreError::Damaged("a snapshot reference is truncated".into());
-        let (len, rest) = rest.split_first_chunk::<8>().ok_or_else(damaged)?;
-        let (digest, key) = rest.split_first_chunk::<32>().ok_or_else(damaged)?;
-        let key = std::str::from_utf8(key).map_err(|_| damaged())?.to_string();
-        Ok(Stored::Object(ObjectRef { key, len: u64::from_le_bytes(*len), digest: *digest }))
+        let parsed = (|| {
+            let (len, rest) = rest.split_first_chunk::<8>()?;
+            let (digest, key) = rest.split_first_chunk::<32>()?;
+            let key = std::str::from_utf8(key).ok()?.to_string();
+            Some(ObjectRef { key, len: u64::from_le_bytes(*len), digest: *digest })
+        })();
+        Some(parsed.ok_or_else(damaged))
     }
 }
 

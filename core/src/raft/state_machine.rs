@@ -15,7 +15,7 @@ use ursula_stream::{ApplyCtx, Outcome, StreamStore};
 
 use super::codec;
 use super::snapshot_file;
-use super::snapshot_store::{SnapshotStore, SnapshotStoreError, Stored};
+use super::snapshot_store::{ObjectRef, SnapshotStore, SnapshotStoreError, Stored};
 use super::types::{Entry, LogId, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
 use crate::engine::group_state::{self, GroupState};
 
@@ -282,7 +282,7 @@ impl RaftStateMachine<TypeConfig> for GroupMachine {
             .map_err(|e| sm_err(ErrorVerb::Read, &e))?;
         let Some(raw) = raw else { return Ok(None) };
         // A send names the object: it stays until the send can have ended.
-        if let (Some(store), Ok(Stored::Object(r))) = (&self.objects, Stored::decode(raw.clone())) {
+        if let (Some(store), Some(Ok(r))) = (&self.objects, ObjectRef::parse(&raw)) {
             store.sending(group, &r.key);
         }
         Ok(Some(Snapshot { meta, snapshot: Box::new(Cursor::new(raw)) }))
