@@ -4,7 +4,7 @@
 # target on a freshly started pair of servers. Writes one JSON report per
 # target and the readable tables to OUT (default target/bench).
 #
-# Needs: cargo build --release -p ursula-loadtest -p ursula-core
+# Needs: cargo build --release -p ursula-loadtest -p ursula
 #        (cd conformance && npm ci)
 # Usage: loadtest/bench.sh [OUT] [TARGET...]
 #   TARGET: append32 append8 fanout catchup idle (issue 4), raft8 raft32 (issue 5),
@@ -22,7 +22,7 @@ targets=("$@")
 mkdir -p "$out"
 lt="${LOADTEST_BIN:-$root/target/release/ursula-loadtest}"
 ursula="${URSULA_BIN:-$root/target/release/ursula}"
-[ -x "$lt" ] && [ -x "$ursula" ] || { echo "build first: cargo build --release -p ursula-loadtest -p ursula-core" >&2; exit 1; }
+[ -x "$lt" ] && [ -x "$ursula" ] || { echo "build first: cargo build --release -p ursula-loadtest -p ursula" >&2; exit 1; }
 [ -d "$root/conformance/node_modules/@durable-streams/server" ] || { echo "run (cd conformance && npm ci) first" >&2; exit 1; }
 
 pids=()

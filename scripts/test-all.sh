@@ -19,16 +19,25 @@ cargo fmt --all -- --check
 step "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+step "gateway-only build: ursula-gateway links none of the voter's code"
+forbidden="$(cargo tree -p ursula-gateway -e normal --prefix none --locked | grep -E '^(ursula-core|ursula-wal|openraft|aws-sdk-s3) ' || true)"
+[ -z "$forbidden" ] || { echo "ursula-gateway depends on voter code:" >&2; echo "$forbidden" >&2; exit 1; }
+# Built first: the full build of the tests below replaces this binary.
+cargo build -p ursula --no-default-features --locked
+gw_bin="${CARGO_TARGET_DIR:-target}/debug/ursula"
+"$gw_bin" gateway --help >/dev/null
+if "$gw_bin" server --listen 127.0.0.1:0 2>/dev/null; then echo "a gateway-only build ran a voter" >&2; exit 1; fi
+
 step "cargo test"
 cargo test --workspace --locked
 
 step "node integration tests on the Raft engine (disk WAL)"
-URSULA_TEST_ENGINE=raft cargo test -p ursula-core --test it --locked
+URSULA_TEST_ENGINE=raft cargo test -p ursula --test it --locked
 
 step "node integration tests through ursula gateway in front of three voters"
 # Each test's node is a gateway with three voters of its own; the modules
 # that start their own clusters or restart nodes already ran above.
-URSULA_TEST_ENGINE=gateway cargo test -p ursula-core --test it --locked -- \
+URSULA_TEST_ENGINE=gateway cargo test -p ursula --test it --locked -- \
   --skip durability:: --skip cluster:: --skip cluster_faults:: --skip gateway --skip stream_plane:: --skip cold::
 
 step "conformance suite"

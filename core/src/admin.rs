@@ -10,14 +10,16 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
 
-use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode};
-use http_body_util::Full;
+use http::{Method, Request, StatusCode};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
-use ursula_gateway::{Backend, Readiness};
+use ursula_http::Operations;
+use ursula_http::error::ApiError;
+use ursula_http::ops::{json_answer, metrics_answer, ready_answer};
+use ursula_http::render::Answer;
+use ursula_stream::ErrorCode;
 use ursula_stream::StreamKey;
 
 use crate::backend::NodeBackend;
@@ -39,72 +41,65 @@ pub struct Admin<E> {
     pub node_id: u64,
 }
 
-fn json(status: StatusCode, body: serde_json::Value) -> Response<Full<Bytes>> {
-    let mut answer = Response::new(Full::new(Bytes::from(body.to_string())));
-    *answer.status_mut() = status;
-    answer.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
-    answer.headers_mut().insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
-    answer
+/// An admin refusal, rendered as every refusal of the client plane is.
+fn refusal(error: ApiError) -> Answer {
+    ursula_http::render::error(&error, false)
 }
 
-fn refusal(status: StatusCode, code: &str, message: &str) -> Response<Full<Bytes>> {
-    json(status, serde_json::json!({ "error": { "code": code, "message": message } }))
+fn admin_refusal(status: StatusCode, code: ErrorCode, message: &'static str) -> ApiError {
+    ApiError::Admin { status, code, message }
 }
 
 impl<E: GroupEngine> Admin<E> {
-    async fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    async fn handle(&self, req: Request<Incoming>) -> Answer {
         let path = req.uri().path().to_string();
         let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         match (req.method(), segments.as_slice()) {
-            (&Method::GET, ["__ursula", "metrics"]) => {
-                let mut m = self.backend.metrics().await;
-                m.insert("process_incarnation".into(), process_incarnation().into());
-                json(StatusCode::OK, serde_json::Value::Object(m))
-            }
-            (&Method::GET, ["__ursula", "ready"]) => match self.backend.readiness() {
-                Readiness::Ready => json(StatusCode::OK, serde_json::json!({ "ready": true })),
-                Readiness::Unready(reason) => {
-                    json(StatusCode::SERVICE_UNAVAILABLE, serde_json::json!({ "ready": false, "reason": reason }))
-                }
-            },
+            (&Method::GET, ["__ursula", "metrics"]) => metrics_answer(self.backend.metrics().await, None),
+            (&Method::GET, ["__ursula", "ready"]) => ready_answer(self.backend.readiness(), None),
             (&Method::POST, ["__ursula", "flush-cold", bucket, stream]) => {
                 if let Err(refused) = check_incarnation(&req) {
-                    return refused;
+                    return refusal(refused);
                 }
                 self.flush_cold(bucket, stream).await
             }
             (_, ["__ursula", "flush-cold", ..]) | (_, ["__ursula", "metrics" | "ready"]) => {
-                refusal(StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED", "method not allowed on this route")
+                refusal(ApiError::MethodNotAllowed)
             }
-            _ => refusal(StatusCode::NOT_FOUND, "NOT_FOUND", "no such route"),
+            _ => refusal(ApiError::NotFound),
         }
     }
 
-    async fn flush_cold(&self, bucket: &str, stream: &str) -> Response<Full<Bytes>> {
-        let Ok(key) = StreamKey::parse(bucket, stream) else {
-            return refusal(StatusCode::BAD_REQUEST, "INVALID_STREAM_ID", "not a bucket and stream id");
+    async fn flush_cold(&self, bucket: &str, stream: &str) -> Answer {
+        let key = match StreamKey::parse(bucket, stream) {
+            Ok(key) => key,
+            Err(e) => return refusal(ApiError::InvalidId(e)),
         };
         let Some(cold) = &self.cold else {
-            return refusal(StatusCode::NOT_IMPLEMENTED, "NO_COLD_STORE", "this node has no cold backend");
+            let why = "this node has no cold backend";
+            return refusal(admin_refusal(StatusCode::NOT_IMPLEMENTED, ErrorCode::NoColdStore, why));
         };
         match crate::cold::flush::flush_stream(&self.engine, cold, &key, self.node_id).await {
-            Some(flushed) => json(StatusCode::OK, serde_json::json!({ "flushed_bytes": flushed })),
-            None => refusal(StatusCode::CONFLICT, "NOT_LEADER", "this node does not lead the stream's group"),
+            Some(flushed) => json_answer(StatusCode::OK, serde_json::json!({ "flushed_bytes": flushed })),
+            None => refusal(admin_refusal(
+                StatusCode::CONFLICT,
+                ErrorCode::NotLeader,
+                "this node does not lead the stream's group",
+            )),
         }
     }
 }
 
-#[allow(clippy::result_large_err)]
-fn check_incarnation<T>(req: &Request<T>) -> Result<(), Response<Full<Bytes>>> {
+fn check_incarnation<T>(req: &Request<T>) -> Result<(), ApiError> {
     match req.headers().get(INCARNATION_HEADER).and_then(|v| v.to_str().ok()) {
-        None => Err(refusal(
+        None => Err(admin_refusal(
             StatusCode::PRECONDITION_REQUIRED,
-            "PROCESS_INCARNATION_REQUIRED",
+            ErrorCode::ProcessIncarnationRequired,
             "admin mutations need x-ursula-process-incarnation from GET /__ursula/metrics",
         )),
-        Some(id) if id != process_incarnation() => Err(refusal(
+        Some(id) if id != process_incarnation() => Err(admin_refusal(
             StatusCode::PRECONDITION_FAILED,
-            "PROCESS_INCARNATION_MISMATCH",
+            ErrorCode::ProcessIncarnationMismatch,
             "the node restarted since its process incarnation was read",
         )),
         Some(_) => Ok(()),

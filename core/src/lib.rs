@@ -1,14 +1,17 @@
-//! The Ursula node: group engines, stream routing, the in-process backend
-//! of the HTTP layer, configuration, and the `ursula` binary.
+//! The Ursula voter node: group engines (in memory, or multi-Raft over the
+//! WAL), the node's `Backend` of the HTTP surface, the private gRPC planes,
+//! the cold tier, configuration and the admin plane. It never links the
+//! gateway; the `ursula` binary (`bin/`) composes both.
 //!
 //! Module map:
-//! - `routing`: stream → group, a stable hash.
 //! - `engine`: the `GroupEngine` trait, the group state both engines hold,
 //!   and the in-memory engine.
 //! - `raft`: the durable multi-Raft engine over the WAL.
 //! - `backend`: `NodeBackend`, the HTTP layer's `Backend` over an engine.
 //! - `stream_plane`: `StreamService`, the private gRPC data plane a gateway calls.
-//! - `upstream`, `gateway`: `ursula gateway`, the HTTP surface over the voters' StreamService.
+//! - `mux`: the client listener's split between gRPC and the HTTP surface.
+//! - `cold`: the S3 cold tier: flush, reads, snapshot parts, GC.
+//! - `admin`: the admin plane (`server.admin_listen`).
 //! - `config`: the config file and CLI overrides.
 //! - `node`: starting a node on a bound listener.
 
@@ -17,9 +20,7 @@ pub mod backend;
 pub mod cold;
 pub mod config;
 pub mod engine;
-pub mod gateway;
+pub mod mux;
 pub mod node;
 pub mod raft;
-pub mod routing;
 pub mod stream_plane;
-pub mod upstream;

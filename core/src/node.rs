@@ -7,10 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use http_body_util::BodyExt;
 use tokio::net::TcpListener;
 use tonic::service::Routes;
-use ursula_gateway::{GrpcPlane, HttpOptions};
+use ursula_http::{HttpOptions, PlainFrontDoor, Surface};
 
 use crate::backend::{NodeBackend, sweep_forever};
 use crate::config::{EngineConfig, NodeConfig};
@@ -127,15 +126,15 @@ async fn serve<E: GroupEngine>(
         json_reads: config.json_reads,
         cluster_id,
         workers: config.core_count,
-        immutable_cache: None,
-        cors: ursula_gateway::Cors::AnyOrigin,
-        max_request_bytes: None,
-        uploads: None,
+        cors: ursula_http::Cors::AnyOrigin,
+        max_request_bytes: ursula_http::limits::MAX_REQUEST_BYTES,
     };
+    let workers = options.workers;
+    let surface = Surface::new(backend, options, Arc::new(PlainFrontDoor));
     // Tests and scripts read the bound address from this line.
     println!("ursula listening on http://{address}");
     std::io::stdout().flush()?;
-    let served = ursula_gateway::serve(listener, backend, options, Some(grpc_plane(routes)), shutdown).await;
+    let served = ursula_http::serve(listener, workers, crate::mux::service(surface, routes), shutdown).await;
     sweeper.abort();
     if let Some(admin) = admin {
         admin.abort();
@@ -144,19 +143,4 @@ async fn serve<E: GroupEngine>(
         flusher.abort();
     }
     Ok(served?)
-}
-
-/// The node's gRPC services as the HTTP server's gRPC plane.
-fn grpc_plane(routes: Routes) -> GrpcPlane {
-    use tonic::codegen::Service;
-    Arc::new(move |req| {
-        let mut routes = routes.clone();
-        Box::pin(async move {
-            // `Routes` is always ready; its error type is `Infallible`.
-            match routes.call(req).await {
-                Ok(answer) => answer.map(|body| body.map_err(std::io::Error::other).boxed_unsync()),
-                Err(never) => match never {},
-            }
-        })
-    })
 }

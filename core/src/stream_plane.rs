@@ -13,9 +13,10 @@ use futures_util::Stream;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tonic::{Request, Response, Status};
-use ursula_gateway::wire::{self, pb};
-use ursula_gateway::{
-    Backend, BackendError, PartAdmission, PartsCommit, PartsDiscard, Readiness, StagedPart, WaitOutcome,
+use ursula_http::wire::{self, pb};
+use ursula_http::{
+    Backend, BackendError, Operations, PartAdmission, PartsCommit, PartsDiscard, ReadBootstrap, ReadSnapshot,
+    ReadStream, Readiness, Ready, SnapshotParts, StagedPart, Streams, WaitOutcome, WaitStream,
 };
 use ursula_proto::stream::v1::stream_service_server::{StreamService, StreamServiceServer};
 use ursula_stream::{
@@ -25,10 +26,7 @@ use ursula_stream::{
 
 use crate::backend::NodeBackend;
 use crate::engine::{GroupEngine, Leadership};
-use crate::routing::{GroupId, group_of};
-
-/// Largest message either way: a 32 MiB append or a read with its framing.
-const MAX_MESSAGE: usize = 64 * 1024 * 1024;
+use ursula_stream::routing::{GroupId, group_of};
 
 pub struct StreamPlane<E> {
     backend: Arc<NodeBackend<E>>,
@@ -46,7 +44,9 @@ impl<E: GroupEngine> StreamPlane<E> {
     }
 
     pub fn service(self) -> StreamServiceServer<Self> {
-        StreamServiceServer::new(self).max_decoding_message_size(MAX_MESSAGE).max_encoding_message_size(MAX_MESSAGE)
+        StreamServiceServer::new(self)
+            .max_decoding_message_size(ursula_proto::MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(ursula_proto::MAX_MESSAGE_BYTES)
     }
 
     fn check(&self, cluster_id: &str) -> Answer<()> {
@@ -133,6 +133,11 @@ impl<E: GroupEngine> StreamPlane<E> {
     }
 }
 
+/// The node's snapshot-parts capability, or the typed refusal without it.
+fn parts<E: GroupEngine>(backend: &NodeBackend<E>) -> Result<&NodeBackend<E>, BackendError> {
+    backend.parts().ok_or(BackendError::NoColdStore)
+}
+
 fn encoded<T: Serialize>(answer: Answer<T>) -> Result<bytes::Bytes, pb::Failure> {
     answer.map(|v| wire::encode(&v))
 }
@@ -155,8 +160,8 @@ impl<E: GroupEngine> StreamService for StreamPlane<E> {
         let group_count = self.backend.engine().group_count();
         let groups = (0..group_count).map(|g| pb::GroupLeader { group: g, leader: self.leader_of(g) }).collect();
         let unready_reason = match self.backend.readiness() {
-            Readiness::Ready => String::new(),
-            Readiness::Unready(reason) => reason.to_string(),
+            Readiness { ready: Ready::Ready, .. } => String::new(),
+            Readiness { ready: Ready::Unready(reason), .. } => reason.to_string(),
         };
         Ok(Response::new(pb::DescribeReply {
             cluster_id: self.cluster_id.clone(),
@@ -165,7 +170,7 @@ impl<E: GroupEngine> StreamService for StreamPlane<E> {
             groups,
             unready_reason,
             failure: None,
-            max_snapshot_bytes: self.backend.max_snapshot_bytes().unwrap_or(0),
+            max_snapshot_bytes: self.backend.parts().map_or(0, SnapshotParts::max_snapshot_bytes),
         }))
     }
 
@@ -196,24 +201,22 @@ impl<E: GroupEngine> StreamService for StreamPlane<E> {
 
     async fn admit_part(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteReply>, Status> {
         let key_of: fn(&PartAdmission) -> &StreamKey = |c| &c.key;
-        self.write(request.into_inner(), key_of, |b, c| async move { b.admit_part(&c.key, c.expect, c.declared).await })
-            .await
+        self.write(request.into_inner(), key_of, |b, c| async move { parts(&b)?.admit_part(c).await }).await
     }
 
     async fn stage_part(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteReply>, Status> {
         let key_of: fn(&StagedPart) -> &StreamKey = |c| &c.key;
-        self.write(request.into_inner(), key_of, |b, c| async move { b.stage_part(c.key, c.expect, c.body).await })
-            .await
+        self.write(request.into_inner(), key_of, |b, c| async move { parts(&b)?.stage_part(c).await }).await
     }
 
     async fn commit_parts(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteReply>, Status> {
         let key_of: fn(&PartsCommit) -> &StreamKey = |c| &c.key;
-        self.write(request.into_inner(), key_of, |b, c| async move { b.publish_parts(c).await }).await
+        self.write(request.into_inner(), key_of, |b, c| async move { parts(&b)?.commit_parts(c).await }).await
     }
 
     async fn discard_parts(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteReply>, Status> {
         let key_of: fn(&PartsDiscard) -> &StreamKey = |c| &c.key;
-        self.write(request.into_inner(), key_of, |b, c| async move { b.discard_parts(c.key, c.expect).await }).await
+        self.write(request.into_inner(), key_of, |b, c| async move { parts(&b)?.discard_parts(c).await }).await
     }
 
     async fn head(&self, request: Request<pb::HeadRequest>) -> Result<Response<pb::HeadReply>, Status> {
@@ -229,7 +232,8 @@ impl<E: GroupEngine> StreamService for StreamPlane<E> {
         let req = request.into_inner();
         let answer = match decode_query(&req.encoded_query) {
             Ok(query) => {
-                self.read(req.target.as_ref(), req.leader, |b, key| async move { b.read(key, query).await }).await
+                let read = |b: Arc<NodeBackend<E>>, key| async move { b.read(ReadStream { key, query }).await };
+                self.read(req.target.as_ref(), req.leader, read).await
             }
             Err(f) => Err(f),
         };
@@ -241,8 +245,8 @@ impl<E: GroupEngine> StreamService for StreamPlane<E> {
         use pb::snapshot_reply::Result as R;
         let req = request.into_inner();
         let offset = Offset(req.offset);
-        let answer =
-            self.read(req.target.as_ref(), req.leader, |b, key| async move { b.snapshot(key, offset).await }).await;
+        let read = |b: Arc<NodeBackend<E>>, key| async move { b.snapshot(ReadSnapshot { key, offset }).await };
+        let answer = self.read(req.target.as_ref(), req.leader, read).await;
         let result = encoded(answer).map_or_else(R::Failure, R::EncodedView);
         Ok(Response::new(pb::SnapshotReply { result: Some(result) }))
     }
@@ -250,9 +254,9 @@ impl<E: GroupEngine> StreamService for StreamPlane<E> {
     async fn bootstrap(&self, request: Request<pb::BootstrapRequest>) -> Result<Response<pb::BootstrapReply>, Status> {
         use pb::bootstrap_reply::Result as R;
         let req = request.into_inner();
-        let max = req.max_bytes;
-        let answer =
-            self.read(req.target.as_ref(), req.leader, |b, key| async move { b.bootstrap(key, max).await }).await;
+        let max_bytes = req.max_bytes;
+        let read = |b: Arc<NodeBackend<E>>, key| async move { b.bootstrap(ReadBootstrap { key, max_bytes }).await };
+        let answer = self.read(req.target.as_ref(), req.leader, read).await;
         let result = encoded(answer).map_or_else(R::Failure, R::EncodedView);
         Ok(Response::new(pb::BootstrapReply { result: Some(result) }))
     }
@@ -339,9 +343,9 @@ impl<E: GroupEngine> Watch<E> {
             let mut query = ReadQuery { from: ReadFrom::At(self.offset), ..self.query };
             if self.positions_only {
                 // Everything up to the tail at once: only its position travels.
-                query.max_bytes = ursula_gateway::limits::MAX_RESPONSE_BYTES;
+                query.max_bytes = ursula_http::limits::MAX_RESPONSE_BYTES;
             }
-            let view = match self.backend.read(self.key.clone(), query).await {
+            let view = match self.backend.read(ReadStream { key: self.key.clone(), query }).await {
                 Ok(view) => view,
                 // Refused by a replacement whose tail is short of the cursor.
                 Err(BackendError::Rejected(r)) if r.read_incarnation().is_some_and(|c| c != self.incarnation) => {
@@ -363,7 +367,13 @@ impl<E: GroupEngine> Watch<E> {
                 }
                 return Event::Data(wire::read_chunk(view));
             }
-            match self.backend.wait(self.key.clone(), self.incarnation, self.offset, self.timeout).await {
+            let wait = WaitStream {
+                key: self.key.clone(),
+                incarnation: self.incarnation,
+                offset: self.offset,
+                timeout: self.timeout,
+            };
+            match self.backend.wait(wait).await {
                 Ok(WaitOutcome::Changed) => continue,
                 Ok(WaitOutcome::TimedOut | WaitOutcome::Ended) => {
                     self.done = true;

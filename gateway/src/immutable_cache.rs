@@ -10,12 +10,12 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
-use http::{Method, Request, StatusCode};
+use http::request::Parts;
+use http::{Method, StatusCode, Uri};
 use http_body_util::BodyExt;
 
-use crate::headers::names;
-use crate::options::CacheOptions;
-use crate::render::{self, Answer};
+use ursula_http::headers::names;
+use ursula_http::render::{self, Answer};
 
 /// Answers larger than this are served but not kept.
 const MAX_ENTRY_BYTES: usize = 16 * 1024 * 1024;
@@ -38,9 +38,20 @@ fn weight(key: &str, entry: &Entry) -> u32 {
     u32::try_from(key.len() + headers + entry.body.len()).unwrap_or(u32::MAX)
 }
 
+/// `ursula gateway --immutable-cache-bytes ...` (spec/44, extensions §4.4).
+#[derive(Debug, Clone, Default)]
+pub struct CacheOptions {
+    /// Bytes of answers kept (bodies and headers); 0 keeps none.
+    pub max_bytes: u64,
+    /// Replaces `Cache-Control` on marked answers, for a CDN in front.
+    pub cache_control: Option<String>,
+    /// Sent as `Stream-Read-Origin` on `HEAD` answers of streams.
+    pub read_origin: Option<String>,
+}
+
 /// The cache key: the path (immutable routes take no query).
-fn key_of<T>(req: &Request<T>) -> String {
-    req.uri().path().to_string()
+fn key_of(uri: &Uri) -> String {
+    uri.path().to_string()
 }
 
 impl ImmutableCache {
@@ -60,22 +71,20 @@ impl ImmutableCache {
     }
 
     /// The cached answer to a `GET` or `HEAD` of an immutable URL.
-    pub fn lookup<T>(&self, req: &Request<T>) -> Option<Answer> {
-        let head = req.method() == Method::HEAD;
+    pub fn lookup(&self, req: &Parts) -> Option<Answer> {
+        let head = req.method == Method::HEAD;
         // A range is answered (206) by the voters: the cache keeps whole bodies.
-        if !(head || req.method() == Method::GET)
-            || req.uri().query().is_some()
-            || req.headers().contains_key(header::RANGE)
+        if !(head || req.method == Method::GET) || req.uri.query().is_some() || req.headers.contains_key(header::RANGE)
         {
             return None;
         }
-        let Some(entry) = self.entries.get(&key_of(req)) else {
+        let Some(entry) = self.entries.get(&key_of(&req.uri)) else {
             self.misses.fetch_add(1, Relaxed);
             return None;
         };
         self.hits.fetch_add(1, Relaxed);
         let tag = entry.headers.get(header::ETAG).and_then(|t| t.to_str().ok()).unwrap_or_default();
-        let not_modified = crate::handlers::read::none_match(req.headers(), tag);
+        let not_modified = ursula_http::handlers::read::none_match(&req.headers, tag);
         let mut b = render::builder(if not_modified { StatusCode::NOT_MODIFIED } else { StatusCode::OK });
         for (name, value) in &entry.headers {
             if not_modified && (name == header::CONTENT_TYPE || name == header::CONTENT_LENGTH) {
@@ -106,8 +115,8 @@ impl ImmutableCache {
     }
 
     /// The key a `GET` answer would be stored under, if it may be.
-    pub fn storable<T>(req: &Request<T>) -> Option<String> {
-        (req.method() == Method::GET && req.uri().query().is_none()).then(|| key_of(req))
+    pub fn storable(method: &Method, uri: &Uri) -> Option<String> {
+        (method == Method::GET && uri.query().is_none()).then(|| key_of(uri))
     }
 
     pub fn bytes(&self) -> u64 {

@@ -1,37 +1,96 @@
-//! The HTTP protocol surface of Ursula: routing, header and query parsing,
-//! rendering, SSE and long-poll framing, CORS, over a `Backend` trait. A
-//! node serves it over its in-process engine; the gateway fleet will serve
-//! it over gRPC to the voters.
+//! `ursula gateway`: the stateless HTTP front of a cluster. It serves the
+//! shared HTTP surface (`ursula-http`) over `GatewayBackend`, which speaks
+//! the voters' private `StreamService`, so clients never see a `307` and
+//! the voters can stay on a private network. It holds no stream state and
+//! links none of the voter's code.
 //!
 //! Module map:
-//! - `backend`: the `Backend` trait the handlers call.
-//! - `route`, `query`, `headers`: typed parsing of requests.
-//! - `handlers`: one module per operation.
-//! - `error`: every refusal mapped once to status, code and headers.
-//! - `render`, `cursor`, `limits`, `options`: answers and settings.
-//! - `immutable_cache`: a gateway's bounded cache of immutable answers.
-//! - `server`: hyper on a bound listener.
-//! - `wire`: the `StreamService` messages to and from the state machine's values.
+//! - `flags`: the command line, checked into a `GatewayConfig`.
+//! - `upstream`: the voters as seen from here: discovery and probing,
+//!   health and ejection, leader routing, shared watches, and
+//!   `GatewayBackend`, the `Backend` over their `StreamService`.
+//! - `front`: the gateway's `FrontDoor` hooks around the HTTP surface.
+//! - `immutable_cache`: the bounded cache of immutable answers.
+//! - `uploads`: the request body budget and slow-body rules.
 
-pub mod backend;
-pub mod cursor;
-pub mod error;
-pub mod handlers;
-pub mod headers;
+pub mod flags;
+pub mod front;
 pub mod immutable_cache;
-pub mod limits;
-pub mod options;
-pub mod query;
-pub mod render;
-pub mod route;
-pub mod server;
 pub mod uploads;
-pub mod wire;
+pub mod upstream;
 
-pub use backend::{
-    Backend, BackendError, LeaderHint, PartAdmission, PartsCommit, PartsDiscard, Readiness, StagedPart, Unavailable,
-    WaitOutcome, WriteRoute,
-};
-pub use options::{CacheOptions, Cors, HttpOptions, JsonReads};
-pub use server::{GrpcBody, GrpcPlane, serve};
-pub use uploads::{UploadLimits, UploadLimitsError};
+use std::future::Future;
+use std::io::Write;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use ursula_http::{Cors, HttpOptions, JsonReads, Surface};
+
+use crate::front::GatewayFront;
+use crate::immutable_cache::{CacheOptions, ImmutableCache};
+use crate::uploads::{UploadBudget, UploadLimits};
+use crate::upstream::Upstreams;
+use crate::upstream::backend::GatewayBackend;
+
+pub use flags::GatewayArgs;
+
+pub struct GatewayConfig {
+    /// One URL per voter: its client plane (`[[raft.peers]].client_url`).
+    pub upstreams: Vec<String>,
+    /// Where clients connect (`--listen`).
+    pub listen: String,
+    pub json_reads: JsonReads,
+    pub workers: usize,
+    pub cache: CacheOptions,
+    pub cors: Cors,
+    /// At most the protocol's 32 MiB (checked by `validate`).
+    pub max_request_bytes: u64,
+    /// The body budget and slow-body rules, built for `max_request_bytes`.
+    pub uploads: UploadLimits,
+}
+
+impl GatewayConfig {
+    /// The startup refusals of the gateway's flags.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let protocol = ursula_http::limits::MAX_REQUEST_BYTES;
+        if self.max_request_bytes > protocol || self.max_request_bytes == 0 {
+            anyhow::bail!(
+                "LimitAboveProtocol: --max-request-body-bytes {} must be between 1 and the protocol's {protocol}",
+                self.max_request_bytes
+            );
+        }
+        if self.uploads.stall_timeout < std::time::Duration::from_secs(10) {
+            tracing::warn!(
+                stall_timeout = ?self.uploads.stall_timeout,
+                "--body-stall-timeout is below the SQLite extension's 10 s commit timeout"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Finds the cluster, then serves on `listener` until `shutdown` resolves.
+pub async fn run(
+    config: GatewayConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let upstreams = Arc::new(Upstreams::discover(config.upstreams).await?);
+    tokio::spawn(upstreams.clone().probe_forever());
+    let options = HttpOptions {
+        json_reads: config.json_reads,
+        cluster_id: upstreams.cluster_id.clone(),
+        workers: config.workers,
+        cors: config.cors,
+        max_request_bytes: config.max_request_bytes,
+    };
+    let front = GatewayFront {
+        cache: (config.cache.max_bytes > 0).then(|| ImmutableCache::new(&config.cache)),
+        uploads: Arc::new(UploadBudget::new(config.uploads)),
+    };
+    let surface = Surface::new(Arc::new(GatewayBackend { upstreams }), options, Arc::new(front));
+    // Tests and scripts read the bound address from this line.
+    println!("ursula gateway listening on http://{}", listener.local_addr()?);
+    std::io::stdout().flush()?;
+    Ok(ursula_http::serve_surface(listener, surface, shutdown).await?)
+}

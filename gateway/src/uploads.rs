@@ -8,8 +8,8 @@
 //! trickles below the minimum rate over a window answers `408 BODY_TOO_SLOW`.
 //! Either way nothing is forwarded.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -17,7 +17,8 @@ use http_body_util::BodyExt;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::error::ApiError;
+use ursula_http::Upload;
+use ursula_http::error::ApiError;
 
 pub const DEFAULT_BUDGET_BYTES: u64 = 256 * 1024 * 1024;
 pub const DEFAULT_SMALL_BODY_MAX_BYTES: u64 = 1024 * 1024;
@@ -89,19 +90,6 @@ impl UploadLimits {
     }
 }
 
-/// Parses a duration flag: `30s`, `500ms`, `2m`, or whole seconds.
-pub fn parse_duration(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    let (digits, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
-    let n: u64 = digits.parse().ok()?;
-    match unit {
-        "" | "s" => Some(Duration::from_secs(n)),
-        "ms" => Some(Duration::from_millis(n)),
-        "m" => n.checked_mul(60).map(Duration::from_secs),
-        _ => None,
-    }
-}
-
 #[derive(Default)]
 struct Reserved {
     total: u64,
@@ -119,12 +107,12 @@ pub struct UploadBudget {
 }
 
 /// A share of the budget, given back when dropped.
-pub struct Reservation<'a> {
-    budget: &'a UploadBudget,
+pub struct Reservation {
+    budget: Arc<UploadBudget>,
     bytes: u64,
 }
 
-impl Drop for Reservation<'_> {
+impl Drop for Reservation {
     fn drop(&mut self) {
         self.budget.release(self.bytes);
     }
@@ -187,15 +175,15 @@ impl UploadBudget {
         }
     }
 
-    async fn reserve(&self, bytes: u64) -> Option<Reservation<'_>> {
+    async fn reserve(self: &Arc<Self>, bytes: u64) -> Option<Reservation> {
         let large = bytes > self.limits.small_body_max_bytes;
         let deadline = Instant::now() + self.limits.budget_wait;
-        self.take(bytes, large, deadline).await.then(|| Reservation { budget: self, bytes })
+        self.take(bytes, large, deadline).await.then(|| Reservation { budget: self.clone(), bytes })
     }
 
     /// Grows `held` to cover `needed` bytes, as a body without a declared
     /// length arrives.
-    async fn grow(&self, held: &mut Reservation<'_>, needed: u64) -> bool {
+    async fn grow(&self, held: &mut Reservation, needed: u64) -> bool {
         let step = self.limits.small_body_max_bytes.max(1);
         let target = needed.div_ceil(step).saturating_mul(step);
         let large = target > self.limits.small_body_max_bytes;
@@ -210,20 +198,13 @@ impl UploadBudget {
     }
 }
 
-/// A body read in full, with the share of the budget it holds until the
-/// request that carries it has been answered.
-pub struct Upload<'a> {
-    pub bytes: Bytes,
-    pub _held: Option<Reservation<'a>>,
-}
-
 /// Reads a body under the budget and the slow-body rules.
-pub async fn read_body<'a, T>(
-    budget: &'a UploadBudget,
+pub async fn read_body<T>(
+    budget: &Arc<UploadBudget>,
     body: T,
     declared: Option<u64>,
     limit: u64,
-) -> Result<Upload<'a>, ApiError>
+) -> Result<Upload, ApiError>
 where
     T: http_body::Body<Data = Bytes> + Unpin,
     T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -269,7 +250,7 @@ where
         buf.extend_from_slice(&data);
     }
     budget.bytes_buffered.fetch_add(buf.len() as u64, Relaxed);
-    Ok(Upload { bytes: buf.freeze(), _held: Some(held) })
+    Ok(Upload::holding(buf.freeze(), held))
 }
 
 /// Reads and drops the rest of a refused body, for at most 30 s and never
@@ -324,7 +305,7 @@ mod tests {
 
     #[tokio::test]
     async fn large_bodies_leave_the_headroom_to_small_ones() {
-        let budget = UploadBudget::new(limits(10_000, 2_000));
+        let budget = Arc::new(UploadBudget::new(limits(10_000, 2_000)));
         let large = budget.reserve(8_000).await.expect("the large pool");
         assert!(budget.reserve(1_025).await.is_none(), "no large body past budget minus headroom");
         let small = budget.reserve(1_000).await.expect("headroom for a small body");
@@ -333,15 +314,5 @@ mod tests {
         assert!(budget.reserve(7_000).await.is_some(), "the share came back");
         drop(small);
         assert_eq!(budget.reserved_bytes(), 0);
-    }
-
-    #[test]
-    fn durations_parse_with_units() {
-        assert_eq!(parse_duration("30s"), Some(Duration::from_secs(30)));
-        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
-        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
-        assert_eq!(parse_duration("7"), Some(Duration::from_secs(7)));
-        assert_eq!(parse_duration("soon"), None);
-        assert_eq!(parse_duration("5h"), None);
     }
 }

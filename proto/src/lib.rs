@@ -16,3 +16,7 @@ pub mod stream {
         tonic::include_proto!("ursula.stream.v1");
     }
 }
+
+/// The largest gRPC message either way on both planes: a 32 MiB append or
+/// an 8 MiB read with room to spare, and Raft batches bounded below it.
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;

@@ -19,7 +19,7 @@ use ursula_stream::{ColdPiece, Command, CommitCold, Incarnation, Offset, Outcome
 
 use super::Cold;
 use crate::engine::{GroupEngine, Leadership, now_ms};
-use crate::routing::GroupId;
+use ursula_stream::routing::GroupId;
 
 /// Slices below this are packed with others into one object.
 const PACK_BELOW: u64 = 1024 * 1024;
@@ -129,7 +129,7 @@ pub async fn flush_stream<E: GroupEngine>(
     key: &StreamKey,
     node_id: u64,
 ) -> Option<u64> {
-    let group = crate::routing::group_of(key, engine.group_count());
+    let group = ursula_stream::routing::group_of(key, engine.group_count());
     if !matches!(engine.leadership(group), Leadership::Local { .. }) {
         return None;
     }

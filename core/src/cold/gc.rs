@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use super::Cold;
 use crate::engine::{GroupEngine, Leadership};
-use crate::routing::GroupId;
+use ursula_stream::routing::GroupId;
 
 /// One pass over `group`; returns how many objects it deleted.
 pub async fn collect_group<E: GroupEngine>(engine: &Arc<E>, cold: &Arc<Cold>, group: GroupId) -> usize {

@@ -11,7 +11,7 @@ use crate::cold::{ColdBackend, ColdConfig};
 pub(super) fn duration(key: &'static str, text: Option<String>, default: Duration) -> Result<Duration, ConfigError> {
     match text {
         None => Ok(default),
-        Some(t) => ursula_gateway::uploads::parse_duration(&t).ok_or(ConfigError::Value {
+        Some(t) => ursula_http::options::parse_duration(&t).ok_or(ConfigError::Value {
             key,
             value: t,
             expected: "a duration such as 1s, 500ms or 5m",

@@ -23,7 +23,7 @@ use std::time::Duration;
 pub use file::{FileConfig, FsyncSetting};
 pub use preset::Preset;
 pub use size::ByteSize;
-use ursula_gateway::JsonReads;
+use ursula_http::JsonReads;
 
 /// The validated settings a node runs with.
 #[derive(Debug, Clone, PartialEq, Eq)]

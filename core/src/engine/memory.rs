@@ -9,7 +9,7 @@ use ursula_stream::{ApplyCtx, Command, Outcome, StreamStore};
 
 use super::group_state::{self, GroupState};
 use super::{EngineError, GroupEngine, now_ms};
-use crate::routing::GroupId;
+use ursula_stream::routing::GroupId;
 
 struct MemoryGroup {
     state: Mutex<GroupState>,

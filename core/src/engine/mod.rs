@@ -13,9 +13,8 @@ pub use memory::MemoryEngine;
 use ursula_stream::{Command, Incarnation, Offset, Outcome, StreamKey, StreamStore};
 
 use group_state::GroupState;
-use ursula_gateway::Readiness;
 
-use crate::routing::GroupId;
+use ursula_stream::routing::GroupId;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EngineError {
@@ -71,8 +70,9 @@ pub trait GroupEngine: Send + Sync + 'static {
     fn metrics(&self) -> serde_json::Map<String, serde_json::Value> {
         serde_json::Map::new()
     }
-    fn readiness(&self) -> Readiness {
-        Readiness::Ready
+    /// Why this node may not serve (a reason of spec/38), or `None`.
+    fn unready_reason(&self) -> Option<&'static str> {
+        None
     }
     /// Fields of `/__ursula/ready` beside the verdict.
     fn readiness_details(&self) -> serde_json::Map<String, serde_json::Value> {

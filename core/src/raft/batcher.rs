@@ -14,12 +14,14 @@ use tonic::transport::Channel;
 use ursula_proto::raft::v1 as pb;
 use ursula_proto::raft::v1::raft_service_client::RaftServiceClient;
 
+use super::peer_error::PeerError;
+
 /// Calls in flight to one peer at a time.
 const MAX_IN_FLIGHT: usize = 2;
 /// Requests in one call.
 const MAX_BATCH: usize = 256;
 
-type Reply = Result<pb::AppendEntriesReply, String>;
+type Reply = Result<pb::AppendEntriesReply, PeerError>;
 
 struct Item {
     request: pb::AppendEntriesRequest,
@@ -49,8 +51,8 @@ impl Batcher {
     /// Sends `request` in the next batch and waits for its own reply.
     pub async fn send(&self, request: pb::AppendEntriesRequest) -> Reply {
         let (reply, answer) = oneshot::channel();
-        self.queue.send(Item { request, reply }).map_err(|_| "the peer's batcher stopped".to_string())?;
-        answer.await.map_err(|_| "the batch was dropped".to_string())?
+        self.queue.send(Item { request, reply }).map_err(|_| PeerError::BatcherStopped)?;
+        answer.await.map_err(|_| PeerError::BatchDropped)?
     }
 }
 
@@ -83,7 +85,7 @@ async fn run(
                 Ok(reply) => {
                     let replies = reply.into_inner().replies;
                     if replies.len() != waiters.len() {
-                        let why = format!("{url}: {} replies to {} requests", replies.len(), waiters.len());
+                        let why = PeerError::BatchMismatch { url, replies: replies.len(), requests: waiters.len() };
                         waiters.into_iter().for_each(|w| drop(w.send(Err(why.clone()))));
                         return;
                     }
@@ -92,7 +94,7 @@ async fn run(
                     }
                 }
                 Err(status) => {
-                    let why = format!("{url}: {status}");
+                    let why = PeerError::Status { url, status };
                     waiters.into_iter().for_each(|w| drop(w.send(Err(why.clone()))));
                 }
             }

@@ -23,7 +23,7 @@ use super::refusals::PeerRefusals;
 use super::snapshot_store::SnapshotStore;
 use super::state_machine::GroupMachine;
 use crate::config::{FsyncSetting, NodeConfig, RaftConfig};
-use crate::routing::fnv1a;
+use ursula_stream::routing::fnv1a;
 
 /// Node-level WAL slots (group `NODE_GROUP`). Persisted: never renumber.
 const SLOT_CLUSTER_ID: u8 = 1;

@@ -12,7 +12,7 @@ use super::types::{Entry, LogId, Proposal, StoredMembership, Vote};
 
 const VERSION: u8 = 1;
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[error("cannot encode or decode {what}: {reason}")]
 pub struct CodecError {
     pub what: &'static str,

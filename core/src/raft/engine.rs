@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 use openraft::Raft;
 use openraft::error::{ClientWriteError, RaftError};
 use serde_json::{Map, Value, json};
-use ursula_gateway::Readiness;
 use ursula_stream::{Command, Outcome};
 use ursula_wal::Wal;
 
@@ -18,7 +17,7 @@ use super::state_machine::GroupShared;
 use super::types::{Proposal, TypeConfig};
 use crate::engine::group_state::GroupState;
 use crate::engine::{EngineError, GroupEngine, Leadership, now_ms};
-use crate::routing::GroupId;
+use ursula_stream::routing::GroupId;
 
 /// How long a proposal waits for its apply before its answer becomes
 /// `OUTCOME_UNKNOWN` (an isolated leader never sees its entries commit).
@@ -190,13 +189,13 @@ impl GroupEngine for RaftEngine {
         m
     }
 
-    fn readiness(&self) -> Readiness {
+    fn unready_reason(&self) -> Option<&'static str> {
         if self.guard.under_pressure() {
-            Readiness::Unready("wal_disk_pressure")
+            Some("wal_disk_pressure")
         } else if !self.all_led() {
-            Readiness::Unready("raft_replica_unready")
+            Some("raft_replica_unready")
         } else {
-            Readiness::Ready
+            None
         }
     }
 }

@@ -23,12 +23,11 @@ use ursula_proto::raft::v1::raft_service_server::{RaftService, RaftServiceServer
 
 use super::batcher::{BatchStats, Batcher};
 use super::pb as conv;
+use super::peer_error::PeerError;
 use super::refusals::{Direction, PeerRefusals};
 use super::snapshot_store::{ObjectRef, SnapshotStore, Stored};
 use super::types::{NodeId, TypeConfig};
 
-/// Largest RPC either side accepts: a batch of entries or a snapshot chunk.
-const MAX_MESSAGE: usize = 64 * 1024 * 1024;
 /// How long a follower waits for its leader's read barrier.
 const BARRIER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long a bootstrap probe waits for a peer.
@@ -36,8 +35,8 @@ const PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 type Rpc<T, E = openraft::error::Infallible> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
 
-fn unreachable<E: std::error::Error>(why: impl std::fmt::Display) -> RPCError<NodeId, BasicNode, E> {
-    RPCError::Unreachable(Unreachable::new(&std::io::Error::other(why.to_string())))
+fn unreachable<E: std::error::Error>(why: impl Into<PeerError>) -> RPCError<NodeId, BasicNode, E> {
+    RPCError::Unreachable(Unreachable::new(&why.into()))
 }
 
 /// Who this node is on the cluster plane, and its channels to the peers.
@@ -67,20 +66,21 @@ impl Peers {
         Arc::new(Peers { cluster_id, node_id, urls, channels, batchers, batch_stats, refusals })
     }
 
-    fn client(&self, url: &str) -> Result<RaftServiceClient<Channel>, String> {
+    fn client(&self, url: &str) -> Result<RaftServiceClient<Channel>, PeerError> {
         let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(c) = channels.get(url) {
             return Ok(c.clone());
         }
-        let endpoint = Endpoint::from_shared(url.to_string()).map_err(|e| format!("peer url {url:?}: {e}"))?;
+        let endpoint = Endpoint::from_shared(url.to_string())
+            .map_err(|e| PeerError::BadUrl { url: url.to_owned(), source: Arc::new(e) })?;
         let client = RaftServiceClient::new(endpoint.connect_lazy())
-            .max_decoding_message_size(MAX_MESSAGE)
-            .max_encoding_message_size(MAX_MESSAGE);
+            .max_decoding_message_size(ursula_proto::MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(ursula_proto::MAX_MESSAGE_BYTES);
         channels.insert(url.to_string(), client.clone());
         Ok(client)
     }
 
-    fn batcher(&self, url: &str) -> Result<Batcher, String> {
+    fn batcher(&self, url: &str) -> Result<Batcher, PeerError> {
         let mut batchers = self.batchers.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(b) = batchers.get(url) {
             return Ok(b.clone());
@@ -91,43 +91,43 @@ impl Peers {
     }
 
     /// What peer `node` holds of `group` (the per-group bootstrap).
-    pub async fn probe(&self, node: NodeId, group: u32) -> Result<pb::GroupHolding, String> {
+    pub async fn probe(&self, node: NodeId, group: u32) -> Result<pb::GroupHolding, PeerError> {
         use pb::probe_group_reply::Result as R;
-        let url = self.urls.get(&node).ok_or_else(|| format!("node {node} is not among raft.peers"))?;
+        let url = self.urls.get(&node).ok_or(PeerError::NotConfigured(node))?;
         let mut client = self.client(url)?;
         let request = pb::ProbeGroupRequest { preamble: Some(self.preamble(group)) };
         let reply = tokio::time::timeout(PROBE_WAIT, client.probe_group(request))
             .await
-            .map_err(|_| format!("{url}: no answer within {PROBE_WAIT:?}"))?
-            .map_err(|status| format!("{url}: {status}"))?;
+            .map_err(|_| PeerError::Timeout { url: url.clone(), after: PROBE_WAIT })?
+            .map_err(|status| PeerError::Status { url: url.clone(), status })?;
         match reply.into_inner().result {
             Some(R::Holding(h)) => Ok(h),
             Some(R::Refusal(r)) => {
                 if r.kind() == Kind::ClusterMismatch {
                     self.refusals.record(Direction::RefusedBy, r.node_id, &r.cluster_id, url, true);
                 }
-                Err(format!("{url}: refused ({:?}): {}", r.kind(), r.detail))
+                Err(PeerError::refused(url, &r))
             }
-            None => Err(format!("{url}: an empty answer")),
+            None => Err(PeerError::Empty { url: url.clone() }),
         }
     }
 
     /// Asks `leader` for a read barrier of `group`: the log index to apply
     /// before a local read is as fresh as a leader read.
-    pub async fn read_barrier(&self, leader: NodeId, group: u32) -> Result<u64, String> {
+    pub async fn read_barrier(&self, leader: NodeId, group: u32) -> Result<u64, PeerError> {
         use pb::read_barrier_reply::Result as R;
-        let url = self.urls.get(&leader).ok_or_else(|| format!("node {leader} is not among raft.peers"))?;
+        let url = self.urls.get(&leader).ok_or(PeerError::NotConfigured(leader))?;
         let mut client = self.client(url)?;
         let request = pb::ReadBarrierRequest { preamble: Some(self.preamble(group)) };
         let reply = tokio::time::timeout(BARRIER_WAIT, client.read_barrier(request))
             .await
-            .map_err(|_| format!("{url}: no barrier within {BARRIER_WAIT:?}"))?
-            .map_err(|status| format!("{url}: {status}"))?;
+            .map_err(|_| PeerError::Timeout { url: url.clone(), after: BARRIER_WAIT })?
+            .map_err(|status| PeerError::Status { url: url.clone(), status })?;
         match reply.into_inner().result {
             Some(R::Index(index)) => Ok(index),
-            Some(R::NotLeader(_)) => Err(format!("{url}: no longer leads group {group}")),
-            Some(R::Refusal(r)) => Err(format!("{url}: refused ({:?}): {}", r.kind(), r.detail)),
-            None => Err(format!("{url}: an empty answer")),
+            Some(R::NotLeader(_)) => Err(PeerError::NotLeader { url: url.clone(), group }),
+            Some(R::Refusal(r)) => Err(PeerError::refused(url, &r)),
+            None => Err(PeerError::Empty { url: url.clone() }),
         }
     }
 
@@ -165,15 +165,15 @@ async fn call<Req, Rep, Fut>(
     option: &RPCOption,
     request: Req,
     send: impl FnOnce(RaftServiceClient<Channel>, Req) -> Fut,
-) -> Result<Rep, String>
+) -> Result<Rep, PeerError>
 where
     Fut: Future<Output = Result<Response<Rep>, Status>>,
 {
     let client = peer.peers.client(&peer.url)?;
     match tokio::time::timeout(option.soft_ttl(), send(client, request)).await {
         Ok(Ok(reply)) => Ok(reply.into_inner()),
-        Ok(Err(status)) => Err(format!("{}: {status}", peer.url)),
-        Err(_) => Err(format!("{}: no answer within {:?}", peer.url, option.soft_ttl())),
+        Ok(Err(status)) => Err(PeerError::Status { url: peer.url.clone(), status }),
+        Err(_) => Err(PeerError::Timeout { url: peer.url.clone(), after: option.soft_ttl() }),
     }
 }
 
@@ -184,13 +184,7 @@ impl GrpcPeer {
         if r.kind() == Kind::ClusterMismatch {
             self.peers.refusals.record(Direction::RefusedBy, r.node_id, &r.cluster_id, &self.url, true);
         }
-        unreachable(format!(
-            "refused ({:?}) by node {} of cluster {:?}: {}",
-            r.kind(),
-            r.node_id,
-            r.cluster_id,
-            r.detail
-        ))
+        unreachable(PeerError::refused(&self.url, &r))
     }
 }
 
@@ -205,7 +199,7 @@ impl RaftNetwork<TypeConfig> for GrpcPeer {
         let reply = match tokio::time::timeout(option.soft_ttl(), batcher.send(req)).await {
             Ok(Ok(reply)) => reply,
             Ok(Err(e)) => return Err(unreachable(e)),
-            Err(_) => return Err(unreachable(format!("{}: no answer within {:?}", self.url, option.soft_ttl()))),
+            Err(_) => return Err(unreachable(PeerError::Timeout { url: self.url.clone(), after: option.soft_ttl() })),
         };
         conv::append_reply_from(reply).map_err(|r| self.refused(r))
     }
@@ -307,7 +301,9 @@ impl RaftServer {
     }
 
     pub fn service(self) -> RaftServiceServer<RaftServer> {
-        RaftServiceServer::new(self).max_decoding_message_size(MAX_MESSAGE).max_encoding_message_size(MAX_MESSAGE)
+        RaftServiceServer::new(self)
+            .max_decoding_message_size(ursula_proto::MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(ursula_proto::MAX_MESSAGE_BYTES)
     }
 
     /// Serves `RaftService` alone on `addr` (`server.cluster_listen`)

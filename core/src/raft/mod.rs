@@ -11,6 +11,7 @@
 //! - `batcher`: AppendEntries of many groups to one peer in one call.
 //! - `grpc`: Raft between voters over `RaftService`, client and server.
 //! - `refusals`: peers of another cluster, counted and logged once.
+//! - `peer_error`: why a call to a peer produced no answer, typed.
 //! - `pb`: openraft's RPC types to and from the protobuf messages.
 //! - `engine`: `RaftEngine`, the `GroupEngine` over the groups.
 //! - `disk_guard`: refusing writes when the WAL disk runs short.
@@ -33,6 +34,7 @@ mod grpc;
 mod log_store;
 mod network;
 mod pb;
+mod peer_error;
 mod refusals;
 mod snapshot_file;
 mod snapshot_store;

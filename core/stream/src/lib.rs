@@ -9,14 +9,18 @@
 //! - `producer`: idempotent producer state and decisions.
 //! - `incarnation`, `snapshot`: stream tokens and application snapshots.
 //! - `command`, `outcome`: what goes in and what comes out.
+//! - `error_code`: the protocol's error codes, spelled once.
 //! - `data`: a stream's bytes as shared chunks.
 //! - `cold`: references into the cold tier, and cutting fetched cold bytes.
 //! - `store`: the streams of one group and `apply`.
+//! - `routing`: which group owns a stream; the voters and the gateway both
+//!   take it from here, so they cannot drift apart.
 
 pub mod cold;
 pub mod command;
 pub mod content_type;
 pub mod data;
+pub mod error_code;
 pub mod ids;
 pub mod incarnation;
 pub mod json_text;
@@ -24,6 +28,7 @@ pub mod lifetime;
 pub mod offset;
 pub mod outcome;
 pub mod producer;
+pub mod routing;
 pub mod snapshot;
 pub mod store;
 pub mod stream_seq;
@@ -34,6 +39,7 @@ pub use command::{
 };
 pub use content_type::ContentType;
 pub use data::Boundary;
+pub use error_code::ErrorCode;
 pub use ids::{BucketId, IdError, StreamId, StreamKey};
 pub use incarnation::Incarnation;
 pub use lifetime::Lifetime;

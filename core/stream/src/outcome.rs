@@ -2,6 +2,7 @@
 //! values (`Rejection`), not errors: they are deterministic results that a
 //! replicated log reproduces on every replica.
 
+use crate::ErrorCode;
 use crate::content_type::ContentType;
 use crate::incarnation::Incarnation;
 use crate::json_text::JsonTextError;
@@ -123,33 +124,11 @@ pub enum Rejection {
     SnapshotBeyondTail,
     /// On a JSON stream, an offset inside a message.
     NotJsonBoundary,
-    /// A commit of parts named a part that is not staged for this stream
-    /// incarnation.
-    UnknownPart,
-    /// A commit of parts whose manifest does not match `Stream-Snapshot-Parts`.
-    InvalidPartsCommit,
-    /// The assembled snapshot's digest differs from `Stream-Snapshot-Digest`.
-    SnapshotDigestMismatch,
-    /// The assembled snapshot is above `Ursula-Max-Snapshot-Bytes`.
-    SnapshotTooLarge {
-        limit: u64,
-    },
     /// The offset lies inside bytes already in the cold tier: the state
     /// machine cannot tell whether a JSON message ends there.
     JsonBoundaryUnverified,
     /// A retention boundary beyond the tail or newer than the latest snapshot.
     InvalidRetention,
-    /// The stream holds as many unused staged parts as it may (`bytes`:
-    /// the byte bound); `limit` is the bound it met.
-    StagedPartsLimit {
-        incarnation: Incarnation,
-        bytes: bool,
-        limit: u64,
-    },
-    /// Every commit copy slot of the node is taken.
-    SnapshotCommitsBusy,
-    /// A commit of this stream incarnation runs now.
-    SnapshotCommitInProgress,
 }
 
 impl Rejection {
@@ -167,39 +146,32 @@ impl Rejection {
 
 /// The stable error code of each refusal (extensions §11).
 impl Rejection {
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            Rejection::StreamNotFound => "STREAM_NOT_FOUND",
-            Rejection::StreamExistsConflict => "STREAM_ALREADY_EXISTS_CONFLICT",
-            Rejection::StreamClosed { .. } => "STREAM_CLOSED",
-            Rejection::ContentTypeMismatch => "CONTENT_TYPE_MISMATCH",
-            Rejection::MissingContentType => "MISSING_CONTENT_TYPE",
-            Rejection::EmptyAppend | Rejection::EmptyJsonArray => "EMPTY_APPEND",
-            Rejection::InvalidJson(_) => "INVALID_REQUEST",
-            Rejection::StreamSeqConflict { .. } => "STREAM_SEQ_CONFLICT",
-            Rejection::ProducerStaleEpoch { closed_by_claim: Some(_), .. } => "PRODUCER_EPOCH_CLOSED",
-            Rejection::ProducerStaleEpoch { .. } => "PRODUCER_EPOCH_STALE",
-            Rejection::ProducerEpochNotClaimed => "INVALID_PRODUCER",
-            Rejection::ProducerSeqGap { .. } => "PRODUCER_SEQ_CONFLICT",
-            Rejection::ProducerKeyConflict { .. } => "PRODUCER_KEY_CONFLICT",
-            Rejection::ProducerDigestMismatch => "PRODUCER_DIGEST_MISMATCH",
-            Rejection::ProducerExpired { .. } => "PRODUCER_EXPIRED",
-            Rejection::ProducerLimit => "PRODUCER_LIMIT",
-            Rejection::IncarnationMismatch { .. } => "INCARNATION_MISMATCH",
-            Rejection::StreamGone { .. } => "STREAM_GONE",
-            Rejection::OffsetBeyondTail { .. } => "OFFSET_OUT_OF_RANGE",
-            Rejection::SnapshotNotFound { .. } => "SNAPSHOT_NOT_FOUND",
-            Rejection::SnapshotConflict { .. } | Rejection::SnapshotBeyondTail => "SNAPSHOT_CONFLICT",
-            Rejection::NotJsonBoundary => "NOT_JSON_BOUNDARY",
-            Rejection::JsonBoundaryUnverified => "JSON_BOUNDARY_UNVERIFIED",
-            Rejection::UnknownPart => "UNKNOWN_PART",
-            Rejection::InvalidPartsCommit => "INVALID_PARTS_COMMIT",
-            Rejection::SnapshotDigestMismatch => "SNAPSHOT_DIGEST_MISMATCH",
-            Rejection::SnapshotTooLarge { .. } => "REQUEST_TOO_LARGE",
-            Rejection::InvalidRetention => "INVALID_RETENTION",
-            Rejection::StagedPartsLimit { .. } => "STAGED_PARTS_LIMIT",
-            Rejection::SnapshotCommitsBusy => "SNAPSHOT_COMMITS_BUSY",
-            Rejection::SnapshotCommitInProgress => "SNAPSHOT_COMMIT_IN_PROGRESS",
+            Rejection::StreamNotFound => ErrorCode::StreamNotFound,
+            Rejection::StreamExistsConflict => ErrorCode::StreamAlreadyExistsConflict,
+            Rejection::StreamClosed { .. } => ErrorCode::StreamClosed,
+            Rejection::ContentTypeMismatch => ErrorCode::ContentTypeMismatch,
+            Rejection::MissingContentType => ErrorCode::MissingContentType,
+            Rejection::EmptyAppend | Rejection::EmptyJsonArray => ErrorCode::EmptyAppend,
+            Rejection::InvalidJson(_) => ErrorCode::InvalidRequest,
+            Rejection::StreamSeqConflict { .. } => ErrorCode::StreamSeqConflict,
+            Rejection::ProducerStaleEpoch { closed_by_claim: Some(_), .. } => ErrorCode::ProducerEpochClosed,
+            Rejection::ProducerStaleEpoch { .. } => ErrorCode::ProducerEpochStale,
+            Rejection::ProducerEpochNotClaimed => ErrorCode::InvalidProducer,
+            Rejection::ProducerSeqGap { .. } => ErrorCode::ProducerSeqConflict,
+            Rejection::ProducerKeyConflict { .. } => ErrorCode::ProducerKeyConflict,
+            Rejection::ProducerDigestMismatch => ErrorCode::ProducerDigestMismatch,
+            Rejection::ProducerExpired { .. } => ErrorCode::ProducerExpired,
+            Rejection::ProducerLimit => ErrorCode::ProducerLimit,
+            Rejection::IncarnationMismatch { .. } => ErrorCode::IncarnationMismatch,
+            Rejection::StreamGone { .. } => ErrorCode::StreamGone,
+            Rejection::OffsetBeyondTail { .. } => ErrorCode::OffsetOutOfRange,
+            Rejection::SnapshotNotFound { .. } => ErrorCode::SnapshotNotFound,
+            Rejection::SnapshotConflict { .. } | Rejection::SnapshotBeyondTail => ErrorCode::SnapshotConflict,
+            Rejection::NotJsonBoundary => ErrorCode::NotJsonBoundary,
+            Rejection::JsonBoundaryUnverified => ErrorCode::JsonBoundaryUnverified,
+            Rejection::InvalidRetention => ErrorCode::InvalidRetention,
         }
     }
 }

@@ -1,0 +1,140 @@
+//! `ursula`: the server binary. `ursula server` runs a voter node (or the
+//! zero-config development node), `ursula gateway` a gateway. Built
+//! without the `voter` feature it is a gateway-only build that compiles
+//! none of the voter's code, and `ursula server` refuses.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use ursula_gateway::GatewayArgs;
+
+#[derive(Parser)]
+#[command(name = "ursula", version, about = "Durable, replayable streams over HTTP and SSE")]
+#[command(args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Commands>,
+    /// `ursula --config FILE` is `ursula server --config FILE`.
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+#[derive(Subcommand)]
+enum Commands {
+    /// Run a node. With no config file: the zero-config development node,
+    /// in memory, on 127.0.0.1:4437; nothing survives a restart.
+    Server(ServerArgs),
+    /// Run a gateway: the HTTP surface in front of a cluster's voters,
+    /// over their private gRPC plane (StreamService).
+    Gateway(GatewayArgs),
+}
+
+#[derive(Args, Default)]
+struct ServerArgs {
+    /// Config file (else ./ursula.toml, else /etc/ursula/ursula.toml).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Resource preset: default, dev, tiny, small, standard or large.
+    #[arg(long)]
+    preset: Option<String>,
+    /// Overrides `raft.node_id`.
+    #[arg(long)]
+    node_id: Option<u64>,
+    /// Client listener (`server.listen`); port 0 picks a free port.
+    #[arg(long)]
+    listen: Option<String>,
+    /// How JSON streams are read back: ndjson (the spec) or array (older clients).
+    #[arg(long, value_name = "ndjson|array")]
+    json_reads: Option<String>,
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("URSULA_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Commands::Server(args)) => server(args),
+        Some(Commands::Gateway(args)) => gateway(args),
+        None => server(cli.server),
+    }
+}
+
+#[cfg(not(feature = "voter"))]
+fn server(_args: ServerArgs) -> anyhow::Result<()> {
+    eprintln!("ursula: this is a gateway-only build (without the `voter` feature): it runs `ursula gateway` only");
+    std::process::exit(2);
+}
+
+#[cfg(feature = "voter")]
+fn server(args: ServerArgs) -> anyhow::Result<()> {
+    use ursula_core::config::{self, CliOverrides};
+    let overrides = CliOverrides {
+        config: args.config,
+        preset: args.preset,
+        node_id: args.node_id,
+        listen: args.listen,
+        json_reads: args.json_reads,
+    };
+    let config = match config::load(&overrides) {
+        Ok(c) => c,
+        Err(e) => {
+            // One line an operator reads; exit code 2 like a usage error.
+            eprintln!("ursula: {e}");
+            std::process::exit(2);
+        }
+    };
+    // The main runtime accepts and runs housekeeping; requests are served on
+    // the HTTP layer's worker threads.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the runtime")?;
+    runtime.block_on(async move {
+        let listener =
+            tokio::net::TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
+        ursula_core::node::run(&config, listener, shutdown_signal()).await
+    })
+}
+
+fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
+    let config = match args.config() {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("ursula: {e}");
+            std::process::exit(2);
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(&config.listen)
+            .await
+            .with_context(|| format!("binding {}", config.listen))?;
+        ursula_gateway::run(config, listener, shutdown_signal()).await
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

@@ -1,0 +1,184 @@
+//! `StreamService`, the private gRPC data plane a gateway calls (issue 6):
+//! served on each node's client plane beside HTTP, over the same state,
+//! with typed failures, leader routing and live watches.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tonic::transport::Channel;
+use ursula_http::BackendError;
+use ursula_http::wire::{self, Refused, pb};
+use ursula_proto::stream::v1::stream_service_client::StreamServiceClient;
+use ursula_stream::{
+    AppendOk, AppendStream, Body, Boundary, ContentType, CreateOk, CreateStream, Lifetime, ReadFrom, ReadQuery,
+    Rejection, StreamInfo, StreamKey,
+};
+
+use crate::cluster::{append, wait_ready};
+use crate::support::Node;
+use crate::support::cluster::{Layout, Planes};
+
+type Client = StreamServiceClient<Channel>;
+
+async fn client(url: &str) -> Client {
+    StreamServiceClient::connect(url.to_string()).await.expect("a gRPC channel to the client plane")
+}
+
+fn target(cluster_id: &str, key: &StreamKey) -> Option<pb::Target> {
+    Some(pb::Target {
+        cluster_id: cluster_id.into(),
+        bucket: key.bucket.as_str().into(),
+        stream: key.stream.as_str().into(),
+    })
+}
+
+fn text() -> ContentType {
+    ContentType::parse("text/plain").expect("a content type")
+}
+
+fn create_command(key: &StreamKey) -> CreateStream {
+    CreateStream {
+        key: key.clone(),
+        content_type: text(),
+        lifetime: Lifetime::Forever,
+        closed: false,
+        stream_seq: None,
+        body: Body::prepare(Some(&text()), Bytes::new()),
+        expect: None,
+    }
+}
+
+fn append_command(key: &StreamKey, body: &'static str) -> AppendStream {
+    AppendStream {
+        key: key.clone(),
+        content_type: Some(text()),
+        body: Body::prepare(Some(&text()), Bytes::from_static(body.as_bytes())),
+        close: false,
+        stream_seq: None,
+        producer: None,
+        expect: None,
+    }
+}
+
+fn whole(from: ReadFrom) -> ReadQuery {
+    ReadQuery { from, max_bytes: 1 << 20, boundary: Boundary::Byte, whole_json_messages: false }
+}
+
+/// The reply's outcome, or how it was refused.
+fn outcome<T: serde::de::DeserializeOwned>(reply: pb::WriteReply) -> Result<T, Refused> {
+    match reply.result.expect("a result") {
+        pb::write_reply::Result::EncodedOutcome(bytes) => Ok(wire::decode("an outcome", &bytes).expect("decodes")),
+        pb::write_reply::Result::Failure(f) => Err(wire::refused(f)),
+    }
+}
+
+async fn send_append(c: &mut Client, cluster_id: &str, cmd: &AppendStream) -> Result<AppendOk, Refused> {
+    let req = pb::WriteRequest { target: target(cluster_id, &cmd.key), encoded_command: wire::encode(cmd) };
+    outcome(c.append(req).await.expect("an answer").into_inner())
+}
+
+#[tokio::test]
+async fn a_node_serves_the_stream_plane_beside_http_over_the_same_state() {
+    let node = Node::start();
+    let mut c = client(node.base()).await;
+    let described = c.describe(pb::DescribeRequest::default()).await.expect("describe").into_inner();
+    let cluster_id = described.cluster_id.clone();
+    assert!(cluster_id.starts_with('u'), "{cluster_id}");
+    assert_eq!(described.groups.len(), described.group_count as usize);
+    for g in &described.groups {
+        let leader = g.leader.as_ref().expect("a single node leads every group");
+        assert_eq!((leader.node_id, leader.client_url.as_str()), (1, node.base()));
+    }
+
+    let key = StreamKey::parse("plane", "one").expect("key");
+    let req =
+        pb::WriteRequest { target: target(&cluster_id, &key), encoded_command: wire::encode(&create_command(&key)) };
+    let created: CreateOk = outcome(c.create(req).await.expect("create").into_inner()).expect("created");
+    assert!(created.created);
+    send_append(&mut c, &cluster_id, &append_command(&key, "hello ")).await.expect("appended");
+    let ok = send_append(&mut c, &cluster_id, &append_command(&key, "world")).await.expect("appended");
+    assert_eq!(ok.info.tail.bytes(), 11);
+    // The HTTP surface on the same port sees the same stream.
+    assert_eq!(node.read_all("/plane/one").await.text(), "hello world");
+
+    let read = c
+        .read(pb::ReadRequest {
+            target: target(&cluster_id, &key),
+            leader: true,
+            encoded_query: wire::encode(&whole(ReadFrom::Start)),
+        })
+        .await
+        .expect("read")
+        .into_inner();
+    let Some(pb::read_reply::Result::View(chunk)) = read.result else { panic!("a view: {read:?}") };
+    let view = wire::read_view(chunk).expect("a view");
+    assert_eq!(view.chunks.concat(), b"hello world");
+    let head = c.head(pb::HeadRequest { target: target(&cluster_id, &key), leader: false }).await.expect("head");
+    let Some(pb::head_reply::Result::EncodedInfo(info)) = head.into_inner().result else { panic!("an info") };
+    let info: StreamInfo = wire::decode("info", &info).expect("info");
+    assert_eq!(info.tail, view.next);
+
+    // A watch at the tail carries each append as it commits, then the close.
+    let watch = pb::WatchRequest {
+        positions_only: false,
+        target: target(&cluster_id, &key),
+        incarnation: info.incarnation.value(),
+        offset: info.tail.bytes(),
+        encoded_query: wire::encode(&whole(ReadFrom::Start)),
+        timeout_ms: 20_000,
+    };
+    let mut events = c.watch(watch).await.expect("watch").into_inner();
+    node.append("/plane/one", "text/plain", "!").await.expect(204);
+    let first = events.message().await.expect("an event").expect("not ended");
+    let Some(pb::watch_event::Event::Data(data)) = first.event else { panic!("data: {first:?}") };
+    assert_eq!(wire::read_view(data).expect("view").chunks.concat(), b"!");
+    node.close("/plane/one").await.expect(204);
+    let closed = events.message().await.expect("an event").expect("not ended");
+    let Some(pb::watch_event::Event::Data(data)) = closed.event else { panic!("data: {closed:?}") };
+    assert!(wire::read_view(data).expect("view").closed_at_end);
+    assert!(events.message().await.expect("a clean end").is_none(), "the watch ends at the close");
+
+    // Typed refusals: another cluster, a state machine refusal, garbage.
+    let refused = send_append(&mut c, "u-someone-else", &append_command(&key, "x")).await;
+    assert_eq!(refused, Err(Refused::ClusterMismatch { cluster_id: cluster_id.clone(), node_id: 1 }));
+    let missing = StreamKey::parse("plane", "missing").expect("key");
+    let refused = send_append(&mut c, &cluster_id, &append_command(&missing, "x")).await;
+    assert_eq!(refused, Err(Refused::Backend(BackendError::Rejected(Rejection::StreamNotFound))));
+    let garbage =
+        pb::WriteRequest { target: target(&cluster_id, &key), encoded_command: Bytes::from_static(b"\xff\xff") };
+    let refused = outcome::<AppendOk>(c.append(garbage).await.expect("an answer").into_inner());
+    assert!(matches!(refused, Err(Refused::Invalid(_))), "{refused:?}");
+    let other = pb::DescribeRequest { cluster_id: "u-someone-else".into() };
+    assert!(c.describe(other).await.expect("describe").into_inner().failure.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_answers_a_typed_not_leader_naming_the_leaders_client_plane() {
+    let layout = Layout::new(3, "plane-cluster", 4, Planes::Shared);
+    let nodes: Vec<Option<Node>> = (0..3).map(|i| Some(layout.start(i))).collect();
+    for node in nodes.iter().flatten() {
+        wait_ready(node).await;
+    }
+    let path = "/cluster/log";
+    let key = StreamKey::parse("cluster", "log").expect("key");
+    // Raft runs on the client ports here; the HTTP helper finds the leader.
+    let first = nodes[0].as_ref().expect("running");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while first.put(path).content_type("text/plain").send().await.status != 201 {
+        assert!(Instant::now() < deadline, "no create");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let leader = append(&nodes, 0).await;
+    let leader_url = nodes[leader].as_ref().expect("leader").base().to_string();
+    let follower = (0..3).find(|i| *i != leader).expect("a follower");
+    let mut c = client(nodes[follower].as_ref().expect("follower").base()).await;
+    let refused = send_append(&mut c, "plane-cluster", &append_command(&key, "x")).await;
+    let Err(Refused::NotLeader { leader: Some(hint), .. }) = refused else { panic!("not_leader: {refused:?}") };
+    assert_eq!((hint.leader_id, hint.client_url.as_str()), (leader as u64 + 1, leader_url.as_str()));
+    // The leader's Describe agrees, and the write lands there.
+    let mut c = client(&leader_url).await;
+    let described = c.describe(pb::DescribeRequest { cluster_id: "plane-cluster".into() }).await.expect("describe");
+    let leaders = described.into_inner().groups.iter().filter(|g| g.leader.is_some()).count();
+    assert_eq!(leaders, 4, "every group has a leader");
+    send_append(&mut c, "plane-cluster", &append_command(&key, "x")).await.expect("the leader appends");
+}

@@ -1,0 +1,21 @@
+//! Housekeeping a node runs beside its requests.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ursula_stream::Command;
+use ursula_stream::routing::GroupId;
+
+use crate::engine::GroupEngine;
+
+/// Removes expired streams now and then, so a stream nobody touches again
+/// does not hold memory forever (expiry itself is checked on every request).
+pub async fn sweep_forever<E: GroupEngine>(engine: Arc<E>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        for g in 0..engine.group_count() {
+            let _ = engine.propose(GroupId(g), Command::Sweep).await;
+        }
+    }
+}

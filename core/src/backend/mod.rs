@@ -1,0 +1,288 @@
+//! The in-process backend of a node: the HTTP layer's `Backend` over a
+//! group engine. It routes each stream to its group, admits writes past
+//! the cold tier's backpressure, and turns engine outcomes into the seam's
+//! results.
+//!
+//! Module map:
+//! - this file: `NodeBackend` and `Streams` (data and consistency).
+//! - `parts`: `SnapshotParts`, the orchestration of uploads in parts.
+//! - `ops`: `Operations`, metrics and readiness.
+//! - `housekeeping`: the sweep of expired streams.
+
+mod housekeeping;
+mod ops;
+mod parts;
+
+use std::sync::Arc;
+
+use ursula_http::{
+    Backend, BackendError, LeaderHint, ReadBootstrap, ReadSnapshot, ReadStream, Streams, Unavailable, WaitOutcome,
+    WaitStream, WriteRoute,
+};
+use ursula_stream::{
+    AdvanceRetention, AppendOk, AppendStream, BootstrapView, Command, CreateOk, CreateStream, DeleteStream,
+    Incarnation, Outcome, PublishSnapshot, ReadView, Rejection, RenewStream, SnapshotOk, SnapshotView, StreamInfo,
+    StreamKey, StreamStore,
+};
+
+pub use housekeeping::sweep_forever;
+
+use crate::cold::Cold;
+use crate::engine::{EngineError, GroupEngine, Leadership, Waited};
+use ursula_stream::routing::{GroupId, group_of};
+
+pub struct NodeBackend<E> {
+    engine: Arc<E>,
+    /// The cold tier, when `storage.cold.backend` names one.
+    cold: Option<Arc<Cold>>,
+}
+
+impl<E> Clone for NodeBackend<E> {
+    fn clone(&self) -> Self {
+        NodeBackend { engine: self.engine.clone(), cold: self.cold.clone() }
+    }
+}
+
+impl<E: GroupEngine> NodeBackend<E> {
+    pub fn new(engine: Arc<E>, cold: Option<Arc<Cold>>) -> NodeBackend<E> {
+        NodeBackend { engine, cold }
+    }
+
+    /// Refuses a write to a group whose hot ring is over its ceiling
+    /// (`503 COLD_BACKPRESSURE`) before anything is proposed.
+    fn admit_write(&self, group: GroupId, bytes: usize) -> Result<(), BackendError> {
+        let Some(cold) = &self.cold else { return Ok(()) };
+        if bytes > 0 && cold.backpressure(group.0) {
+            return Err(BackendError::Unavailable { reason: Unavailable::ColdBackpressure, retry_after_secs: 1 });
+        }
+        cold.appended(group.0, bytes as u64);
+        Ok(())
+    }
+
+    pub(crate) async fn publish(&self, group: GroupId, cmd: PublishSnapshot) -> Result<SnapshotOk, BackendError> {
+        match self.propose_in(group, Command::PublishSnapshot(cmd)).await? {
+            Outcome::PublishSnapshot(result) => result.map_err(BackendError::Rejected),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// The stream's state now, with the `Stream-Incarnation` precondition applied.
+    pub(crate) fn current(&self, key: &StreamKey, expect: Option<Incarnation>) -> Result<StreamInfo, BackendError> {
+        let info = self.query(key, |store, now| store.head(key, now))?;
+        match expect {
+            Some(e) if e != info.incarnation => {
+                Err(BackendError::Rejected(Rejection::IncarnationMismatch { current: Some(info.incarnation) }))
+            }
+            _ => Ok(info),
+        }
+    }
+
+    /// Fetches a snapshot body kept in the cold tier.
+    async fn load_snapshot(&self, snapshot: &mut ursula_stream::Snapshot) -> Result<(), BackendError> {
+        if snapshot.cold.is_none() {
+            return Ok(());
+        }
+        let cold =
+            self.cold.as_ref().ok_or_else(|| BackendError::Internal("a cold snapshot without a cold store".into()))?;
+        cold.load_snapshot(snapshot).await.map_err(Self::cold_failed)
+    }
+
+    pub(crate) fn cold_failed(e: crate::cold::ColdError) -> BackendError {
+        tracing::warn!(error = %e, "the cold store failed a request");
+        BackendError::ColdStoreFailed(e.to_string())
+    }
+
+    /// A query of the group that holds `key`.
+    pub(crate) fn query<R: Send>(
+        &self,
+        key: &StreamKey,
+        f: impl FnOnce(&StreamStore, u64) -> Result<R, ursula_stream::Rejection> + Send,
+    ) -> Result<R, BackendError> {
+        let group = group_of(key, self.engine.group_count());
+        self.engine.query(group, f).map_err(internal)?.map_err(BackendError::Rejected)
+    }
+
+    /// Reads renew a sliding TTL at most once per quarter window (spec/13).
+    async fn renew_if_due(&self, key: &StreamKey) -> Result<(), BackendError> {
+        let due = self.query(key, |store, now| {
+            Ok(store.live(key, now).filter(|s| s.clock.read_wants_renewal(now)).map(|s| s.incarnation))
+        })?;
+        if let Some(incarnation) = due {
+            self.propose(key, Command::Renew(RenewStream { key: key.clone(), incarnation })).await?;
+        }
+        Ok(())
+    }
+
+    async fn propose(&self, key: &StreamKey, command: Command) -> Result<Outcome, BackendError> {
+        self.propose_in(group_of(key, self.engine.group_count()), command).await
+    }
+
+    async fn propose_in(&self, group: GroupId, command: Command) -> Result<Outcome, BackendError> {
+        self.engine.propose(group, command).await.map_err(internal)
+    }
+
+    /// Where writes of `group` go now.
+    pub fn group_route(&self, group: GroupId) -> WriteRoute {
+        match self.engine.leadership(group) {
+            Leadership::Local { .. } => WriteRoute::Local,
+            Leadership::Peer { id, term, client_url } => {
+                WriteRoute::Leader(LeaderHint { client_url, leader_id: id, group: group.0, term })
+            }
+            Leadership::Unknown => WriteRoute::NoLeader { group: group.0 },
+        }
+    }
+
+    pub fn cold(&self) -> Option<&Arc<Cold>> {
+        self.cold.as_ref()
+    }
+
+    pub fn engine(&self) -> &Arc<E> {
+        &self.engine
+    }
+
+    pub(crate) fn group(&self, key: &StreamKey) -> GroupId {
+        group_of(key, self.engine.group_count())
+    }
+}
+
+pub(crate) fn internal(e: EngineError) -> BackendError {
+    match e {
+        EngineError::NoLeader(_) => BackendError::Unavailable { reason: Unavailable::NoLeader, retry_after_secs: 1 },
+        EngineError::DiskPressure => {
+            BackendError::Unavailable { reason: Unavailable::WalDiskPressure, retry_after_secs: 5 }
+        }
+        EngineError::OutcomeUnknown(_) => BackendError::OutcomeUnknown { retry_after_secs: 1 },
+        e @ (EngineError::UnknownGroup(_) | EngineError::Fatal(_)) => BackendError::Internal(e.to_string()),
+    }
+}
+
+fn unexpected(outcome: &Outcome) -> BackendError {
+    BackendError::Internal(format!("unexpected outcome {outcome:?}"))
+}
+
+impl<E: GroupEngine> Backend for NodeBackend<E> {
+    type Parts = Self;
+
+    fn parts(&self) -> Option<&Self> {
+        self.cold.is_some().then_some(self)
+    }
+}
+
+impl<E: GroupEngine> Streams for NodeBackend<E> {
+    async fn create(&self, cmd: CreateStream) -> Result<CreateOk, BackendError> {
+        let group = self.group(&cmd.key);
+        self.admit_write(group, cmd.body.len())?;
+        match self.propose_in(group, Command::Create(cmd)).await? {
+            Outcome::Create(result) => result.map_err(BackendError::Rejected),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn append(&self, cmd: AppendStream) -> Result<AppendOk, BackendError> {
+        let group = self.group(&cmd.key);
+        self.admit_write(group, cmd.body.len())?;
+        match self.propose_in(group, Command::Append(cmd)).await? {
+            Outcome::Append(result) => result.map_err(BackendError::Rejected),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn delete(&self, cmd: DeleteStream) -> Result<(), BackendError> {
+        let group = self.group(&cmd.key);
+        let key = cmd.key.clone();
+        let deleted = self.current(&key, None).ok().map(|info| info.incarnation);
+        match self.propose_in(group, Command::Delete(cmd)).await? {
+            Outcome::Delete(result) => result.map_err(BackendError::Rejected)?,
+            other => return Err(unexpected(&other)),
+        }
+        // The stream's staged parts go after the delete answered, in a task the node owns.
+        if let (Some(cold), Some(deleted)) = (self.cold.clone(), deleted) {
+            tokio::spawn(async move { cold.delete_stream_parts(&key, deleted).await });
+        }
+        Ok(())
+    }
+
+    async fn publish_snapshot(&self, cmd: PublishSnapshot) -> Result<SnapshotOk, BackendError> {
+        let mut cmd = cmd;
+        let group = self.group(&cmd.key);
+        if let Some(cold) = &self.cold
+            && cmd.cold.is_none()
+            && cmd.body.len() >= crate::cold::snapshots::EXTERNAL_PAYLOAD_MIN_SIZE
+        {
+            let body = std::mem::take(&mut cmd.body);
+            cmd.cold = Some(cold.store_snapshot(group.0, body).await.map_err(Self::cold_failed)?);
+        }
+        self.publish(group, cmd).await
+    }
+
+    async fn advance_retention(&self, cmd: AdvanceRetention) -> Result<StreamInfo, BackendError> {
+        let group = self.group(&cmd.key);
+        match self.propose_in(group, Command::AdvanceRetention(cmd)).await? {
+            Outcome::AdvanceRetention(result) => result.map_err(BackendError::Rejected),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn snapshot(&self, req: ReadSnapshot) -> Result<SnapshotView, BackendError> {
+        let ReadSnapshot { key, offset } = req;
+        let mut view = self.query(&key, |store, now| store.snapshot(&key, offset, now))?;
+        self.load_snapshot(&mut view.snapshot).await?;
+        self.renew_if_due(&key).await?;
+        Ok(view)
+    }
+
+    async fn bootstrap(&self, req: ReadBootstrap) -> Result<BootstrapView, BackendError> {
+        let ReadBootstrap { key, max_bytes } = req;
+        let mut view = self.query(&key, |store, now| store.bootstrap(&key, max_bytes, now))?;
+        if let Some(snapshot) = view.snapshot.as_mut() {
+            self.load_snapshot(snapshot).await?;
+        }
+        if let Some(cold) = &self.cold {
+            cold.materialize_bootstrap(&mut view).await.map_err(Self::cold_failed)?;
+        }
+        self.renew_if_due(&key).await?;
+        Ok(view)
+    }
+
+    async fn linearize(&self, key: &StreamKey) -> Result<(), BackendError> {
+        self.engine.linearize(self.group(key)).await.map_err(internal)
+    }
+
+    async fn confirm_tail(&self, key: &StreamKey) -> Result<(), BackendError> {
+        self.engine.confirm(self.group(key)).await.map_err(internal)
+    }
+
+    fn leader_route(&self, key: &StreamKey) -> WriteRoute {
+        self.group_route(self.group(key))
+    }
+
+    async fn head(&self, key: StreamKey) -> Result<StreamInfo, BackendError> {
+        self.query(&key, |store, now| store.head(&key, now))
+    }
+
+    async fn read(&self, req: ReadStream) -> Result<ReadView, BackendError> {
+        let ReadStream { key, query } = req;
+        let mut view = self.query(&key, |store, now| store.read(&key, query, now))?;
+        // The plan was made under the group's state; the cold part is
+        // fetched outside it.
+        if let Some(cold) = &self.cold {
+            cold.materialize(&mut view).await.map_err(Self::cold_failed)?;
+        } else if !view.cold.is_empty() {
+            return Err(BackendError::Internal("cold references without a cold store".into()));
+        }
+        if view.wants_renewal {
+            let renew = RenewStream { key: key.clone(), incarnation: view.info.incarnation };
+            self.propose(&key, Command::Renew(renew)).await?;
+        }
+        Ok(view)
+    }
+
+    async fn wait(&self, req: WaitStream) -> Result<WaitOutcome, BackendError> {
+        let WaitStream { key, incarnation, offset, timeout } = req;
+        let group = group_of(&key, self.engine.group_count());
+        match self.engine.wait(group, &key, incarnation, offset, timeout).await.map_err(internal)? {
+            Waited::Changed => Ok(WaitOutcome::Changed),
+            Waited::TimedOut => Ok(WaitOutcome::TimedOut),
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! `Operations` of a node: the figures of `/__ursula/metrics` (the
+//! engine's, the cold tier's and the node's own) and its readiness, served
+//! alike on the client plane and the admin plane.
+
+use ursula_http::{Metrics, Operations, Readiness};
+use ursula_stream::routing::GroupId;
+
+use super::NodeBackend;
+use crate::engine::GroupEngine;
+
+impl<E: GroupEngine> Operations for NodeBackend<E> {
+    async fn metrics(&self) -> Metrics {
+        let groups = self.engine.group_count();
+        let streams: u64 =
+            (0..groups).filter_map(|g| self.engine.query(GroupId(g), |store, _| store.len() as u64).ok()).sum();
+        let mut fields = self.engine.metrics();
+        if let Some(cold) = &self.cold {
+            cold.metrics(&mut fields);
+        }
+        let mut m = Metrics::from(fields);
+        m.text("engine", self.engine.name());
+        m.count("group_count", u64::from(groups));
+        m.count("streams", streams);
+        m.text("process_incarnation", crate::admin::process_incarnation());
+        m
+    }
+
+    fn readiness(&self) -> Readiness {
+        let mut readiness = match self.engine.unready_reason() {
+            None => Readiness::ready(),
+            Some(reason) => Readiness::unready(reason),
+        };
+        readiness.details = Metrics::from(self.engine.readiness_details());
+        readiness
+    }
+}

@@ -1,0 +1,85 @@
+//! A node's client listener carries two planes: requests whose content
+//! type is `application/grpc*` go to its gRPC services (`StreamService`,
+//! and `RaftService` when the cluster plane shares `server.listen`), the
+//! rest to the HTTP surface.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::BodyExt;
+use http_body_util::combinators::UnsyncBoxBody;
+use hyper::body::Incoming;
+use tonic::service::Routes;
+use ursula_http::{Backend, Surface};
+
+/// The body of a gRPC answer.
+type GrpcBody = UnsyncBoxBody<Bytes, std::io::Error>;
+
+/// The service of the node's client listener.
+pub fn service<B: Backend>(
+    surface: Surface<B>,
+    routes: Routes,
+) -> impl Fn(Request<Incoming>) -> Pin<Box<dyn Future<Output = Response<PlaneBody>> + Send>> + Clone + Send + Sync + 'static
+{
+    move |req: Request<Incoming>| {
+        let surface = surface.clone();
+        let routes = routes.clone();
+        Box::pin(async move {
+            if is_grpc(&req) {
+                grpc(routes, req).await.map(PlaneBody::Grpc)
+            } else {
+                surface.handle(req).await.map(PlaneBody::Http)
+            }
+        })
+    }
+}
+
+async fn grpc(mut routes: Routes, req: Request<Incoming>) -> Response<GrpcBody> {
+    use tonic::codegen::Service;
+    // `Routes` is always ready; its error type is `Infallible`.
+    match routes.call(req).await {
+        Ok(answer) => answer.map(|body| body.map_err(std::io::Error::other).boxed_unsync()),
+        Err(never) => match never {},
+    }
+}
+
+fn is_grpc<T>(req: &Request<T>) -> bool {
+    req.headers().get(http::header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+}
+
+/// An answer of either plane, without boxing the HTTP one again.
+pub enum PlaneBody {
+    Http(ursula_http::render::Body),
+    Grpc(GrpcBody),
+}
+
+impl http_body::Body for PlaneBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
+        match self.get_mut() {
+            PlaneBody::Http(b) => Pin::new(b).poll_frame(cx).map_err(|never| match never {}),
+            PlaneBody::Grpc(b) => Pin::new(b).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            PlaneBody::Http(b) => b.is_end_stream(),
+            PlaneBody::Grpc(b) => b.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        match self {
+            PlaneBody::Http(b) => b.size_hint(),
+            PlaneBody::Grpc(b) => b.size_hint(),
+        }
+    }
+}

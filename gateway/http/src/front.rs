@@ -1,0 +1,120 @@
+//! What a front door composes around the shared surface. The HTTP layer
+//! knows neither a node nor a gateway: each passes its own `FrontDoor`,
+//! whose hooks run at fixed points of every request. A gateway fills them
+//! (the immutable cache answers early and keeps marked answers, the body
+//! budget reads bodies; access control, quotas and usage go here next); a
+//! node passes `PlainFrontDoor`.
+
+use std::error::Error as StdError;
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use http::request::Parts;
+use http::{Method, Uri};
+use http_body_util::BodyExt;
+use http_body_util::combinators::UnsyncBoxBody;
+
+use crate::error::ApiError;
+use crate::ops::Metrics;
+use crate::render::Answer;
+
+/// Any error a request body may fail with.
+pub type BodyError = Box<dyn StdError + Send + Sync>;
+/// A request body as the hooks see it, whatever the connection gave.
+pub type RequestBody = UnsyncBoxBody<Bytes, BodyError>;
+
+/// A request body read in full. It may hold a share of a budget (`held`)
+/// until the request that carries it has been answered.
+pub struct Upload {
+    pub bytes: Bytes,
+    _held: Option<Box<dyn Send + Sync>>,
+}
+
+impl Upload {
+    pub fn new(bytes: Bytes) -> Upload {
+        Upload { bytes, _held: None }
+    }
+
+    /// A body that keeps `held` alive until the answer is sent.
+    pub fn holding(bytes: Bytes, held: impl Send + Sync + 'static) -> Upload {
+        Upload { bytes, _held: Some(Box::new(held)) }
+    }
+}
+
+/// The request an answer belongs to, as `answered` sees it.
+pub struct Answered<'a> {
+    pub method: &'a Method,
+    pub uri: &'a Uri,
+}
+
+/// The hooks of one front door.
+pub trait FrontDoor: Send + Sync + 'static {
+    /// An answer given before the request is routed (a cache hit), or `None`
+    /// to serve it.
+    fn intercept(&self, request: &Parts) -> Option<Answer>;
+
+    /// Reads a request body of at most `limit` bytes; `declared` is its
+    /// `Content-Length`, already checked against `limit`.
+    fn read_body(
+        &self,
+        body: RequestBody,
+        declared: Option<u64>,
+        limit: u64,
+    ) -> BoxFuture<'_, Result<Upload, ApiError>>;
+
+    /// The answer on its way out, after the common headers were added.
+    fn answered<'a>(&'a self, request: Answered<'a>, answer: Answer) -> BoxFuture<'a, Answer>;
+
+    /// The front door's own figures, added to `/__ursula/metrics`.
+    fn metrics(&self, metrics: &mut Metrics);
+}
+
+/// A front door that adds nothing: a node's.
+pub struct PlainFrontDoor;
+
+impl FrontDoor for PlainFrontDoor {
+    fn intercept(&self, _request: &Parts) -> Option<Answer> {
+        None
+    }
+
+    fn read_body(
+        &self,
+        body: RequestBody,
+        _declared: Option<u64>,
+        limit: u64,
+    ) -> BoxFuture<'_, Result<Upload, ApiError>> {
+        Box::pin(read_whole_body(body, limit))
+    }
+
+    fn answered<'a>(&'a self, _request: Answered<'a>, answer: Answer) -> BoxFuture<'a, Answer> {
+        Box::pin(std::future::ready(answer))
+    }
+
+    fn metrics(&self, _metrics: &mut Metrics) {}
+}
+
+/// Bodies up to this size are copied into their own allocation.
+const COPY_BODIES_UP_TO: usize = 1024 * 1024;
+
+/// Reads a whole body of at most `limit` bytes, with no budget.
+pub async fn read_whole_body(mut body: RequestBody, limit: u64) -> Result<Upload, ApiError> {
+    let mut parts: Vec<Bytes> = Vec::new();
+    let mut total = 0u64;
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else { return Err(ApiError::BodyUnreadable) };
+        let Ok(data) = frame.into_data() else { continue };
+        total = total.saturating_add(data.len() as u64);
+        if total > limit {
+            return Err(ApiError::RequestTooLarge { limit });
+        }
+        parts.push(data);
+    }
+    let bytes = match <[Bytes; 1]>::try_from(parts) {
+        // A small body arrives as a slice of the connection's read buffer;
+        // stored as is, it would pin that whole buffer for the stream's life.
+        Ok([one]) if one.len() > COPY_BODIES_UP_TO => one,
+        Ok([one]) => Bytes::copy_from_slice(&one),
+        Err(parts) => parts.concat().into(),
+    };
+    Ok(Upload::new(bytes))
+}

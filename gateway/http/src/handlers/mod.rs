@@ -1,0 +1,195 @@
+//! Route handlers. Each returns `Result<Answer, ApiError>`; the dispatcher
+//! renders refusals once and adds the headers every answer carries.
+//!
+//! Module map:
+//! - `write`: create (`PUT`), append/close (`POST`), delete.
+//! - `head`: `HEAD` metadata.
+//! - `read`: catch-up and long-poll reads, ETags, gzip.
+//! - `sse`: Server-Sent Events framing and the live loop.
+//! - `snapshot`: snapshot publish and read (with byte ranges), retention.
+//! - `parts`: snapshot upload in parts (stage, commit, discard).
+//! - `bootstrap`: `/bootstrap` as `multipart/mixed`.
+//! - `immutable`: the cacheable chunk and snapshot resources.
+//! - `ops`: `/__ursula/` operational endpoints.
+
+mod bootstrap;
+mod head;
+mod immutable;
+mod ops;
+mod parts;
+pub mod read;
+mod snapshot;
+mod sse;
+mod write;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode};
+use http_body_util::BodyExt;
+use ursula_stream::StreamKey;
+
+use crate::backend::{Backend, WriteRoute};
+use crate::error::ApiError;
+use crate::front::{Answered, FrontDoor, RequestBody, Upload};
+use crate::options::HttpOptions;
+use crate::render::{self, Answer};
+use crate::route::{Route, Sub, route};
+
+/// What every handler shares.
+pub struct Shared<B> {
+    pub backend: Arc<B>,
+    pub options: HttpOptions,
+    pub front: Arc<dyn FrontDoor>,
+}
+
+pub async fn handle<B, T>(shared: Arc<Shared<B>>, req: Request<T>) -> Answer
+where
+    B: Backend,
+    T: http_body::Body<Data = Bytes> + Send + 'static,
+    T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let head = req.method() == Method::HEAD;
+    let (parts, body) = req.into_parts();
+    if let Some(hit) = shared.front.intercept(&parts) {
+        return hit;
+    }
+    let (method, uri) = (parts.method.clone(), parts.uri.clone());
+    let req = Request::from_parts(parts, body);
+    let origin = req.headers().get(http::header::ORIGIN).cloned();
+    let options = shared.clone();
+    let mut answer = if req.method() == Method::OPTIONS {
+        render::preflight()
+    } else {
+        dispatch(shared, req).await.unwrap_or_else(|e| render::error(&e, head))
+    };
+    let origin = origin.as_ref().and_then(|o| o.to_str().ok());
+    render::add_common_headers(&mut answer, &options.options.cors, origin);
+    let status = answer.status();
+    if head || status == StatusCode::NOT_FOUND || status == StatusCode::SERVICE_UNAVAILABLE || status.is_redirection() {
+        render::add_server_identity(&mut answer, &options.options.cluster_id);
+    }
+    options.front.answered(Answered { method: &method, uri: &uri }, answer).await
+}
+
+async fn dispatch<B, T>(shared: Arc<Shared<B>>, req: Request<T>) -> Result<Answer, ApiError>
+where
+    B: Backend,
+    T: http_body::Body<Data = Bytes> + Send + 'static,
+    T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let routed = route(req.uri().path())?;
+    if let Some(key) = write_target(&routed, req.method()) {
+        route_write(&shared, key, &req)?;
+    }
+    match routed {
+        Route::Bucket(_) if req.method() == Method::PUT => {
+            // Buckets are implicit: a create only validates the id (spec/25).
+            Ok(render::finish(render::builder(StatusCode::CREATED), render::empty()))
+        }
+        Route::Bucket(_) => Err(ApiError::MethodNotAllowed),
+        Route::Stream(key) => match *req.method() {
+            Method::PUT => write::create(&shared, key, req).await,
+            Method::POST => write::append(&shared, key, req).await,
+            Method::DELETE => write::delete(&shared, key, req.headers()).await,
+            Method::HEAD => {
+                leader_read(&shared, &key, &req).await?;
+                head::head(&shared, key, req.headers()).await
+            }
+            Method::GET => read::get(shared, key, req).await,
+            _ => Err(ApiError::MethodNotAllowed),
+        },
+        Route::Sub(key, sub) => match sub {
+            Sub::Snapshot(offset) => match *req.method() {
+                Method::PUT => snapshot::publish(&shared, key, &offset, req).await,
+                Method::GET | Method::HEAD => {
+                    leader_read(&shared, &key, &req).await?;
+                    snapshot::read(&shared, key, &offset, &req).await
+                }
+                _ => Err(ApiError::MethodNotAllowed),
+            },
+            Sub::SnapshotLatest => Err(ApiError::RemovedRoute(
+                "the latest-snapshot path was removed; take Stream-Snapshot-Offset from HEAD and read snapshot/{offset}",
+            )),
+            Sub::SnapshotParts(offset) if req.method() == Method::POST => {
+                parts::stage(&shared, key, &offset, req).await
+            }
+            Sub::DiscardParts if req.method() == Method::DELETE => parts::discard(&shared, key, &req).await,
+            Sub::SnapshotParts(_) | Sub::DiscardParts => Err(ApiError::MethodNotAllowed),
+            Sub::Retention(offset) if req.method() == Method::PUT => {
+                snapshot::retention(&shared, key, &offset, req.headers()).await
+            }
+            Sub::Bootstrap if req.method() == Method::GET => {
+                leader_read(&shared, &key, &req).await?;
+                bootstrap::bootstrap(&shared, key, &req).await
+            }
+            Sub::Chunk { token, offset } if matches!(*req.method(), Method::GET | Method::HEAD) => {
+                immutable::chunk(&shared, key, &token, &offset, &req).await
+            }
+            Sub::ImmutableSnapshot { token, offset } if matches!(*req.method(), Method::GET | Method::HEAD) => {
+                immutable::snapshot(&shared, key, &token, &offset, &req).await
+            }
+            Sub::Retention(_) | Sub::Bootstrap | Sub::Chunk { .. } | Sub::ImmutableSnapshot { .. } => {
+                Err(ApiError::MethodNotAllowed)
+            }
+        },
+        Route::Ops(path) => ops::ops(&shared, &path, req.method()).await,
+    }
+}
+
+/// The stream a request writes to, for the routing answers (extensions §5.7).
+fn write_target<'a>(routed: &'a Route, method: &Method) -> Option<&'a StreamKey> {
+    match (routed, method) {
+        (Route::Stream(key), &Method::PUT | &Method::POST | &Method::DELETE) => Some(key),
+        (Route::Sub(key, Sub::Snapshot(_) | Sub::Retention(_)), &Method::PUT) => Some(key),
+        (Route::Sub(key, Sub::SnapshotParts(_)), &Method::POST) => Some(key),
+        (Route::Sub(key, Sub::DiscardParts), &Method::DELETE) => Some(key),
+        _ => None,
+    }
+}
+
+/// Serves a read that must reflect the leader (`consistency=leader`, HEAD,
+/// live reads): redirected from a follower, confirmed on the leader.
+pub(crate) async fn leader_read<B: Backend, T>(
+    shared: &Shared<B>,
+    key: &StreamKey,
+    req: &Request<T>,
+) -> Result<(), ApiError> {
+    route_write(shared, key, req)?;
+    Ok(shared.backend.linearize(key).await?)
+}
+
+/// Redirects a write this node does not lead, before its body is read.
+fn route_write<B: Backend, T>(shared: &Shared<B>, key: &StreamKey, req: &Request<T>) -> Result<(), ApiError> {
+    match shared.backend.leader_route(key) {
+        WriteRoute::Local => Ok(()),
+        WriteRoute::NoLeader { group } => Err(ApiError::NoLeader { group }),
+        WriteRoute::Leader(hint) => {
+            let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
+            let location = format!("{}{target}", hint.client_url.trim_end_matches('/'));
+            Err(ApiError::Redirect { location, hint })
+        }
+    }
+}
+
+/// Reads a request body up to the request limit, refusing from
+/// `Content-Length` before reading when it can; the front door reads it (a
+/// gateway under its body budget and slow-body rules). The answer holds
+/// the body's share of any budget until the request is answered.
+async fn read_body<B, T>(shared: &Shared<B>, req: Request<T>) -> Result<Upload, ApiError>
+where
+    T: http_body::Body<Data = Bytes> + Send + 'static,
+    T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let limit = shared.options.request_limit();
+    let declared = req
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(ApiError::RequestTooLarge { limit });
+    }
+    let body: RequestBody = req.into_body().map_err(Into::into).boxed_unsync();
+    shared.front.read_body(body, declared, limit).await
+}

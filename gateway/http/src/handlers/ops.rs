@@ -1,0 +1,27 @@
+//! `/__ursula/` operational endpoints of the client plane: readiness and
+//! metrics, rendered by `crate::ops` as on a node's admin plane.
+
+use http::Method;
+
+use super::Shared;
+use crate::backend::Backend;
+use crate::error::ApiError;
+use crate::ops::{metrics_answer, ready_answer};
+use crate::render::Answer;
+
+pub async fn ops<B: Backend>(shared: &Shared<B>, path: &str, method: &Method) -> Result<Answer, ApiError> {
+    if method != Method::GET && method != Method::HEAD {
+        return Err(ApiError::MethodNotAllowed);
+    }
+    let cluster_id = Some(shared.options.cluster_id.as_str());
+    match path {
+        "ready" => Ok(ready_answer(shared.backend.readiness(), cluster_id)),
+        // A gateway's own figures (routing, upstream errors) under its path.
+        "metrics" | "gateway/metrics" => {
+            let mut m = shared.backend.metrics().await;
+            shared.front.metrics(&mut m);
+            Ok(metrics_answer(m, cluster_id))
+        }
+        _ => Err(ApiError::NotFound),
+    }
+}

@@ -1,0 +1,275 @@
+//! `GET /{bucket}/{stream}`: catch-up and long-poll reads (base protocol
+//! §5.6, §5.7, §8), with ETags, `If-None-Match` and gzip of JSON reads.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::{Bytes, BytesMut};
+use http::header::{self, HeaderMap};
+use http::{Request, StatusCode};
+use ursula_stream::{Boundary, Incarnation, ReadFrom, ReadQuery, ReadView, Rejection, StreamKey};
+
+use super::head::check_expect;
+use super::{Shared, sse};
+use crate::backend::{Backend, BackendError, ReadStream, WaitOutcome, WaitStream, WriteRoute};
+use crate::cursor::next_cursor;
+use crate::error::ApiError;
+use crate::headers::{self, names};
+use crate::limits::GZIP_MIN_BYTES;
+use crate::options::JsonReads;
+use crate::query::{LiveMode, ReadParams};
+use crate::render::{self, Answer};
+
+pub async fn get<B, T>(shared: Arc<Shared<B>>, key: StreamKey, req: Request<T>) -> Result<Answer, ApiError>
+where
+    B: Backend,
+{
+    let params = ReadParams::parse(req.uri().query())?;
+    let expect = headers::incarnation(req.headers())?;
+    let from = params.offset.unwrap_or(ReadFrom::Start);
+    // Linearizable reads, `offset=now` and the registration of a live read
+    // go through the group's leader (spec/21); history is served anywhere.
+    if params.consistency_leader || params.live != LiveMode::CatchUp || from == ReadFrom::Tail {
+        super::leader_read(&shared, &key, &req).await?;
+    }
+    match params.live {
+        LiveMode::Sse => sse::open(shared, key, from, params, expect).await,
+        LiveMode::CatchUp => {
+            let q = query(&shared, from, params.max_bytes);
+            let mut read = shared.backend.read(ReadStream { key: key.clone(), query: q }).await;
+            if !params.consistency_leader && needs_leader_confirmation(&shared, &key, &read) {
+                // Its state may lag an acknowledged write: confirm through
+                // the leader before marking up-to-date or refusing with 416 or 404.
+                shared.backend.confirm_tail(&key).await?;
+                read = shared.backend.read(ReadStream { key, query: q }).await;
+            }
+            let view = read?;
+            check_expect(expect, &view.info)?;
+            Ok(data_answer(&shared, &view, req.headers(), from == ReadFrom::Tail, None))
+        }
+        LiveMode::LongPoll => long_poll(&shared, key, from, &params, expect, req.headers()).await,
+    }
+}
+
+/// A read whose answer the leader path decides (spec/21): a follower's
+/// read that reached its local tail of an open stream or went past it, and
+/// any replica's "no such stream", which may only mean it has not applied
+/// the create yet (as after a restart).
+fn needs_leader_confirmation<B: Backend>(
+    shared: &Shared<B>,
+    key: &StreamKey,
+    read: &Result<ReadView, BackendError>,
+) -> bool {
+    let at_tail = match read {
+        Err(BackendError::Rejected(Rejection::StreamNotFound)) => return true,
+        Ok(view) => view.up_to_date && !view.closed_at_end,
+        Err(BackendError::Rejected(Rejection::OffsetBeyondTail { .. })) => true,
+        Err(_) => false,
+    };
+    at_tail && shared.backend.leader_route(key) != WriteRoute::Local
+}
+
+pub fn query<B>(shared: &Shared<B>, from: ReadFrom, max_bytes: u64) -> ReadQuery {
+    ReadQuery {
+        from,
+        max_bytes,
+        boundary: Boundary::Byte,
+        whole_json_messages: shared.options.json_reads == JsonReads::Array,
+    }
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+async fn long_poll<B: Backend>(
+    shared: &Shared<B>,
+    key: StreamKey,
+    from: ReadFrom,
+    params: &ReadParams,
+    expect: Option<Incarnation>,
+    request: &HeaderMap,
+) -> Result<Answer, ApiError> {
+    let cursor = next_cursor(now_ms(), params.cursor.as_deref());
+    let mut view =
+        shared.backend.read(ReadStream { key: key.clone(), query: query(shared, from, params.max_bytes) }).await?;
+    check_expect(expect, &view.info)?;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(params.timeout_ms);
+    // `offset=now` starts waiting at once: the answer carries only future data.
+    while view.is_empty() && !view.closed_at_end {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let waited = shared
+            .backend
+            .wait(WaitStream { key: key.clone(), incarnation: view.info.incarnation, offset: view.next, timeout: left })
+            .await?;
+        // A long-poll ends when the stream it registered against is replaced.
+        let read = shared
+            .backend
+            .read(ReadStream { key: key.clone(), query: query(shared, ReadFrom::At(view.next), params.max_bytes) })
+            .await;
+        view = replaced_answers_412(expect, read)?;
+        match waited {
+            WaitOutcome::TimedOut => break,
+            // The live read behind the wait moved: wait again, briefly later.
+            WaitOutcome::Ended => tokio::time::sleep(Duration::from_millis(50)).await,
+            WaitOutcome::Changed => {}
+        }
+    }
+    if view.is_empty() {
+        let mut b = render::builder(StatusCode::NO_CONTENT)
+            .header(names::STREAM_NEXT_OFFSET, view.next.to_string())
+            .header(names::STREAM_INCARNATION, view.info.incarnation.to_string())
+            .header(names::STREAM_UP_TO_DATE, "true")
+            .header(header::CACHE_CONTROL, "no-store");
+        if view.closed_at_end {
+            b = b.header(names::STREAM_CLOSED, "true");
+        } else {
+            b = b.header(names::STREAM_CURSOR, cursor.to_string());
+        }
+        return Ok(render::finish(b, render::empty()));
+    }
+    Ok(data_answer(shared, &view, request, false, Some(cursor)))
+}
+
+/// A long-poll's read after its wait, with `Stream-Incarnation`: once the
+/// stream it registered against is replaced, it answers `412` with the
+/// current token (§2.4, live reads), even where a fresh read of the new
+/// stream would answer `416` or `410`.
+fn replaced_answers_412(
+    expect: Option<Incarnation>,
+    read: Result<ReadView, BackendError>,
+) -> Result<ReadView, ApiError> {
+    match read {
+        Ok(view) => {
+            check_expect(expect, &view.info)?;
+            Ok(view)
+        }
+        Err(BackendError::Rejected(r)) => match (expect, r.read_incarnation()) {
+            (Some(e), Some(current)) if e != current => {
+                Err(Rejection::IncarnationMismatch { current: Some(current) }.into())
+            }
+            _ => Err(BackendError::Rejected(r).into()),
+        },
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The entity tag of a read: the incarnation, the range, and closure.
+fn etag(view: &ReadView, weak: bool) -> String {
+    let closed = if view.closed_at_end { ":c" } else { "" };
+    let tag = format!("\"{}:{}:{}{closed}\"", view.info.incarnation, view.start.bytes(), view.next.bytes());
+    if weak { format!("W/{tag}") } else { tag }
+}
+
+/// `If-None-Match`, compared weakly (RFC 9110 §13.1.2).
+pub fn none_match(request: &HeaderMap, tag: &str) -> bool {
+    let strip = |t: &str| t.trim().trim_start_matches("W/").to_string();
+    let ours = strip(tag);
+    request
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim() == "*" || strip(t) == ours)
+}
+
+/// The bytes of a read in the representation clients get.
+/// The body of a read as the chunks it is made of (no copy of stored bytes),
+/// and the JSON read type when it differs from the stream's content type.
+pub fn representation<B>(shared: &Shared<B>, view: &ReadView) -> (Vec<Bytes>, &'static str) {
+    let json = view.info.content_type.is_json();
+    if json && shared.options.json_reads == JsonReads::Array {
+        return (vec![json_array(&view.chunks)], "application/json");
+    }
+    (view.chunks.clone(), if json { "application/x-ndjson" } else { "" })
+}
+
+pub fn concat(chunks: &[Bytes]) -> Bytes {
+    match chunks {
+        [] => Bytes::new(),
+        [one] => one.clone(),
+        many => {
+            let mut out = BytesMut::with_capacity(many.iter().map(Bytes::len).sum());
+            for c in many {
+                out.extend_from_slice(c);
+            }
+            out.freeze()
+        }
+    }
+}
+
+/// Stored messages (each followed by LF) as one JSON array.
+pub fn json_array(chunks: &[Bytes]) -> Bytes {
+    let total: usize = chunks.iter().map(Bytes::len).sum();
+    let mut out = BytesMut::with_capacity(total + 2);
+    out.extend_from_slice(b"[");
+    let mut first = true;
+    for chunk in chunks {
+        for message in chunk.split(|&b| b == b'\n').filter(|m| !m.is_empty()) {
+            if !first {
+                out.extend_from_slice(b",");
+            }
+            first = false;
+            out.extend_from_slice(message);
+        }
+    }
+    out.extend_from_slice(b"]");
+    out.freeze()
+}
+
+fn data_answer<B>(
+    shared: &Shared<B>,
+    view: &ReadView,
+    request: &HeaderMap,
+    at_now: bool,
+    cursor: Option<u64>,
+) -> Answer {
+    let (body, json_type) = representation(shared, view);
+    let body_len: usize = body.iter().map(Bytes::len).sum();
+    let content_type = if json_type.is_empty() { view.info.content_type.as_str() } else { json_type };
+    let gzip_eligible = !json_type.is_empty() && body_len >= GZIP_MIN_BYTES;
+    let tag = etag(view, gzip_eligible);
+    let cache = if at_now { "no-store" } else { "public, max-age=60, stale-while-revalidate=300" };
+    let mut b = render::builder(StatusCode::OK)
+        .header(names::STREAM_NEXT_OFFSET, view.next.to_string())
+        .header(names::STREAM_INCARNATION, view.info.incarnation.to_string())
+        .header(header::CACHE_CONTROL, cache);
+    if !at_now {
+        b = b.header(header::ETAG, tag.as_str());
+    }
+    if view.up_to_date {
+        b = b.header(names::STREAM_UP_TO_DATE, "true");
+    }
+    if view.closed_at_end {
+        b = b.header(names::STREAM_CLOSED, "true");
+    }
+    if let Some(cursor) = cursor {
+        b = b.header(names::STREAM_CURSOR, cursor.to_string());
+    }
+    if !at_now && none_match(request, &tag) {
+        return render::finish(b.status(StatusCode::NOT_MODIFIED), render::empty());
+    }
+    b = b.header(header::CONTENT_TYPE, content_type);
+    if gzip_eligible {
+        b = b.header(header::VARY, "accept-encoding");
+        if headers::accepts_gzip(request)
+            && let Some(zipped) = gzip(&body)
+        {
+            return render::finish(b.header(header::CONTENT_ENCODING, "gzip"), render::full(zipped));
+        }
+    }
+    render::finish(b.header(header::CONTENT_LENGTH, body_len), render::chunks(body))
+}
+
+fn gzip(body: &[Bytes]) -> Option<Bytes> {
+    let len: usize = body.iter().map(Bytes::len).sum();
+    let mut encoder = flate2::write::GzEncoder::new(Vec::with_capacity(len / 4), flate2::Compression::fast());
+    for chunk in body {
+        encoder.write_all(chunk).ok()?;
+    }
+    encoder.finish().ok().map(Bytes::from)
+}

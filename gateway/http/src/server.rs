@@ -1,0 +1,167 @@
+//! Serving the HTTP surface on a bound listener (HTTP/1.1 and h2c).
+//!
+//! One task accepts; connections are handed round-robin to worker threads,
+//! each running its own one-worker runtime, so a request is served on
+//! one thread from start to end without the wake-ups of a work-stealing
+//! scheduler (thread-per-core, DESIGN.md).
+
+use std::future::Future;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+use crate::backend::Backend;
+use crate::front::FrontDoor;
+use crate::handlers::{Shared, handle};
+use crate::options::HttpOptions;
+use crate::render::Answer;
+
+/// The HTTP surface over one backend and one front door: a request in,
+/// its answer out. A front door serves it as is (`serve_surface`) or
+/// inside a service of its own (a node's gRPC mux).
+pub struct Surface<B> {
+    shared: Arc<Shared<B>>,
+}
+
+impl<B> Clone for Surface<B> {
+    fn clone(&self) -> Self {
+        Surface { shared: self.shared.clone() }
+    }
+}
+
+impl<B: Backend> Surface<B> {
+    pub fn new(backend: Arc<B>, options: HttpOptions, front: Arc<dyn FrontDoor>) -> Surface<B> {
+        Surface { shared: Arc::new(Shared { backend, options, front }) }
+    }
+
+    pub async fn handle<T>(&self, req: Request<T>) -> Answer
+    where
+        T: http_body::Body<Data = Bytes> + Send + 'static,
+        T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        handle(self.shared.clone(), req).await
+    }
+
+    /// Worker threads serving connections (`runtime.core_count`).
+    pub fn workers(&self) -> usize {
+        self.shared.options.workers.max(1)
+    }
+}
+
+/// Serves the surface alone until `shutdown` resolves.
+pub async fn serve_surface<B: Backend>(
+    listener: TcpListener,
+    surface: Surface<B>,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let workers = surface.workers();
+    serve(
+        listener,
+        workers,
+        move |req| {
+            let surface = surface.clone();
+            async move { surface.handle(req).await }
+        },
+        shutdown,
+    )
+    .await
+}
+
+/// Serves `service` on `listener` with `workers` threads until `shutdown`
+/// resolves. Takes a bound listener so callers (and tests) choose the
+/// address, port 0 included.
+pub async fn serve<S, F, O>(
+    listener: TcpListener,
+    workers: usize,
+    service: S,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()>
+where
+    S: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<O>> + Send + 'static,
+    O: http_body::Body<Data = Bytes> + Send + 'static,
+    O::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let workers = workers.max(1);
+    let mut lanes = Vec::with_capacity(workers);
+    for i in 0..workers {
+        lanes.push(start_worker(i, service.clone())?);
+    }
+    let mut next = 0usize;
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (tcp, _peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(conn) => conn,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    continue;
+                }
+            },
+            () = &mut shutdown => return Ok(()),
+        };
+        let _ = tcp.set_nodelay(true);
+        let std_tcp = match tcp.into_std() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot hand over a connection");
+                continue;
+            }
+        };
+        if let Some(lane) = lanes.get(next % workers) {
+            let _ = lane.send(std_tcp);
+        }
+        next = next.wrapping_add(1);
+    }
+}
+
+/// A worker thread with a one-worker runtime that serves the connections
+/// sent to it; it ends when the sender is dropped. (A one-worker
+/// multi-thread runtime measured faster here than a current-thread one: its
+/// worker polls I/O and tasks in the same turn.)
+fn start_worker<S, F, O>(index: usize, service: S) -> std::io::Result<mpsc::UnboundedSender<std::net::TcpStream>>
+where
+    S: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<O>> + Send + 'static,
+    O: http_body::Body<Data = Bytes> + Send + 'static,
+    O::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (tx, mut rx) = mpsc::unbounded_channel::<std::net::TcpStream>();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+    std::thread::Builder::new().name(format!("ursula-http-{index}")).spawn(move || {
+        runtime.block_on(async move {
+            while let Some(std_tcp) = rx.recv().await {
+                match TcpStream::from_std(std_tcp) {
+                    Ok(tcp) => {
+                        tokio::spawn(serve_connection(service.clone(), tcp));
+                    }
+                    Err(e) => tracing::warn!(error = %e, "cannot adopt a connection"),
+                }
+            }
+        });
+    })?;
+    Ok(tx)
+}
+
+async fn serve_connection<S, F, O>(service: S, tcp: TcpStream)
+where
+    S: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<O>> + Send + 'static,
+    O: http_body::Body<Data = Bytes> + Send + 'static,
+    O::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let service = service_fn(move |req: Request<Incoming>| {
+        let answer = service(req);
+        async move { Ok::<_, std::convert::Infallible>(answer.await) }
+    });
+    if let Err(e) = auto::Builder::new(TokioExecutor::new()).serve_connection(TokioIo::new(tcp), service).await {
+        tracing::debug!(error = %e, "connection ended");
+    }
+}

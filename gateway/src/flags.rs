@@ -1,0 +1,101 @@
+//! The flags of `ursula gateway` (spec/44 and the 0.8 release notes), and
+//! their checks into a `GatewayConfig`.
+
+use std::time::Duration;
+
+use clap::Args;
+use ursula_http::{Cors, JsonReads};
+
+use crate::GatewayConfig;
+use crate::immutable_cache::CacheOptions;
+use crate::uploads::{DEFAULT_SMALL_BODY_HEADROOM_BYTES, DEFAULT_SMALL_BODY_MAX_BYTES, UploadLimits};
+
+#[derive(Args, Debug)]
+pub struct GatewayArgs {
+    /// A voter's client plane, e.g. `http://10.0.0.1:4437`; one per voter.
+    #[arg(long = "upstream", required = true)]
+    pub upstreams: Vec<String>,
+    /// Where clients connect; port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:4437")]
+    pub listen: String,
+    /// How JSON streams are read back: ndjson (the spec) or array (older clients).
+    #[arg(long, value_name = "ndjson|array", default_value = "ndjson")]
+    pub json_reads: String,
+    /// Bytes of immutable answers (full chunks, closed tails, snapshots)
+    /// kept and served without asking a voter; 0 turns the cache off.
+    #[arg(long, default_value_t = 256 * 1024 * 1024)]
+    pub immutable_cache_bytes: u64,
+    /// `Cache-Control` for marked immutable answers, for a CDN in front
+    /// (e.g. "public, max-age=31536000, immutable"); else `no-store`.
+    #[arg(long)]
+    pub immutable_cache_control: Option<String>,
+    /// Sent as `Stream-Read-Origin` on HEAD answers (extensions §4.4).
+    #[arg(long)]
+    pub read_origin: Option<String>,
+    /// An origin browsers may read from (repeatable), or `*`; none: no CORS headers.
+    #[arg(long = "cors-allowed-origin")]
+    pub cors_allowed_origins: Vec<String>,
+    /// The largest request body taken, at most the protocol's 32 MiB.
+    #[arg(long, default_value_t = 32 * 1024 * 1024)]
+    pub max_request_body_bytes: u64,
+    /// Request body bytes buffered at once across requests; unset: 256 MiB
+    /// or the request limit plus the small-body headroom, the larger.
+    #[arg(long)]
+    pub body_budget_bytes: Option<u64>,
+    /// Bodies up to this size may use the headroom; a body without a
+    /// length reserves this much at first.
+    #[arg(long, default_value_t = DEFAULT_SMALL_BODY_MAX_BYTES)]
+    pub small_body_max_bytes: u64,
+    /// Budget kept for small bodies, so they never wait behind large uploads.
+    #[arg(long, default_value_t = DEFAULT_SMALL_BODY_HEADROOM_BYTES)]
+    pub small_body_headroom_bytes: u64,
+    /// How long a body waits for budget before `503 UPLOAD_BUDGET_EXHAUSTED`.
+    #[arg(long, default_value_t = 1000)]
+    pub body_budget_wait_ms: u64,
+    /// A body with no byte for this long (or below the minimum rate over
+    /// one such window) is cut with `408 BODY_TOO_SLOW`, e.g. `30s`.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub body_stall_timeout: Duration,
+    /// The slowest body rate taken over one stall window.
+    #[arg(long, default_value_t = 1024)]
+    pub body_min_bytes_per_sec: u64,
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    ursula_http::options::parse_duration(text).ok_or_else(|| format!("{text:?} is not a duration like 30s or 500ms"))
+}
+
+impl GatewayArgs {
+    /// The checked settings; an error is the one line the binary prints
+    /// before it exits with status 2.
+    pub fn config(self) -> anyhow::Result<GatewayConfig> {
+        let Some(json_reads) = JsonReads::parse(&self.json_reads) else {
+            anyhow::bail!("--json-reads must be ndjson or array, not {:?}", self.json_reads);
+        };
+        let uploads = UploadLimits::new(
+            self.max_request_body_bytes,
+            self.body_budget_bytes,
+            self.small_body_max_bytes,
+            self.small_body_headroom_bytes,
+            Duration::from_millis(self.body_budget_wait_ms),
+            self.body_stall_timeout,
+            self.body_min_bytes_per_sec,
+        )?;
+        let config = GatewayConfig {
+            upstreams: self.upstreams,
+            listen: self.listen,
+            json_reads,
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cache: CacheOptions {
+                max_bytes: self.immutable_cache_bytes,
+                cache_control: self.immutable_cache_control,
+                read_origin: self.read_origin,
+            },
+            cors: Cors::from_flags(&self.cors_allowed_origins),
+            max_request_bytes: self.max_request_body_bytes,
+            uploads,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+}

@@ -1,0 +1,70 @@
+//! The gateway's `FrontDoor`: the hooks it composes around the shared HTTP
+//! surface. The immutable cache answers before routing and keeps marked
+//! answers on their way out, with `Stream-Read-Origin` on `HEAD`; the body
+//! budget reads request bodies; its figures join `/__ursula/metrics`.
+//! Access control, quotas and usage accounting become hooks here too.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+use futures_util::future::BoxFuture;
+use http::request::Parts;
+use http::{Method, StatusCode};
+use ursula_http::Metrics;
+use ursula_http::error::ApiError;
+use ursula_http::front::{Answered, FrontDoor, RequestBody, Upload};
+use ursula_http::headers::names;
+use ursula_http::render::Answer;
+
+use crate::immutable_cache::ImmutableCache;
+use crate::uploads::UploadBudget;
+
+pub struct GatewayFront {
+    /// `None` with `--immutable-cache-bytes 0`.
+    pub cache: Option<ImmutableCache>,
+    pub uploads: Arc<UploadBudget>,
+}
+
+impl FrontDoor for GatewayFront {
+    fn intercept(&self, request: &Parts) -> Option<Answer> {
+        self.cache.as_ref().and_then(|c| c.lookup(request))
+    }
+
+    fn read_body(
+        &self,
+        body: RequestBody,
+        declared: Option<u64>,
+        limit: u64,
+    ) -> BoxFuture<'_, Result<Upload, ApiError>> {
+        Box::pin(async move { crate::uploads::read_body(&self.uploads, body, declared, limit).await })
+    }
+
+    fn answered<'a>(&'a self, request: Answered<'a>, mut answer: Answer) -> BoxFuture<'a, Answer> {
+        Box::pin(async move {
+            let Some(cache) = &self.cache else { return answer };
+            let head = request.method == Method::HEAD;
+            if let Some(origin) = cache.read_origin.as_ref().filter(|_| head && answer.status() == StatusCode::OK) {
+                answer.headers_mut().insert(names::STREAM_READ_ORIGIN, origin.clone());
+            }
+            match ImmutableCache::storable(request.method, request.uri) {
+                Some(key) => cache.store(key, answer).await,
+                None => answer,
+            }
+        })
+    }
+
+    fn metrics(&self, m: &mut Metrics) {
+        if let Some(cache) = &self.cache {
+            m.count("immutable_cache_hits", cache.hits.load(Relaxed));
+            m.count("immutable_cache_misses", cache.misses.load(Relaxed));
+            m.count("immutable_cache_bytes", cache.bytes());
+        }
+        let u = &self.uploads;
+        m.count("upload_budget_bytes", u.limits.budget_bytes);
+        m.count("upload_reserved_bytes", u.reserved_bytes());
+        m.count("upload_refusals_budget", u.refusals_budget.load(Relaxed));
+        m.count("upload_refusals_too_slow", u.refusals_too_slow.load(Relaxed));
+        m.count("body_bytes_buffered", u.bytes_buffered.load(Relaxed));
+        m.count("refusal_drain_bytes", u.refusal_drain_bytes.load(Relaxed));
+    }
+}

@@ -1,0 +1,119 @@
+//! The gateway's view of the voters: one lazily connected `StreamService`
+//! channel per `--upstream`, the cluster id and group count they report,
+//! and each group's leader as last seen. Calls go to the group's leader
+//! and follow its typed `not_leader` hints (spec/24-api-overview.md,
+//! "Redirects and retries"): at most three hops after the first call, none
+//! started later than 5 s after it, trying upstreams not tried yet when a
+//! hint names none of them.
+//!
+//! Module map:
+//! - `discovery`: finding the cluster, probing every upstream, readiness.
+//! - `routing`: calls on a group's leader, following hints.
+//! - `backend`: `GatewayBackend`, the HTTP layer's `Backend` over these calls.
+//! - `health`: ejection windows of upstreams that do not answer.
+//! - `watches`: one shared upstream watch per live stream.
+
+pub mod backend;
+pub mod discovery;
+pub mod health;
+pub mod routing;
+pub mod watches;
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use tonic::transport::Channel;
+use ursula_http::wire::{Refused, WireError, pb};
+use ursula_http::{BackendError, Unavailable};
+use ursula_proto::stream::v1::stream_service_client::StreamServiceClient;
+use ursula_stream::StreamKey;
+
+/// Hops after the first call, and the window they must start in.
+const MAX_HOPS: usize = 3;
+const HOP_WINDOW: Duration = Duration::from_secs(5);
+
+/// How long the gateway waits for the voters at startup.
+const DISCOVERY_WAIT: Duration = Duration::from_secs(30);
+/// How often every upstream is asked to `Describe` the cluster, which keeps
+/// leaders fresh and brings an ejected upstream back once it answers.
+const PROBE_INTERVAL: Duration = Duration::from_millis(500);
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// The gateway is ready while some upstream answered within this.
+const READY_WITHIN: Duration = Duration::from_secs(5);
+
+pub type Client = StreamServiceClient<Channel>;
+
+pub struct Upstreams {
+    urls: Vec<String>,
+    clients: Vec<Client>,
+    pub cluster_id: String,
+    pub group_count: u32,
+    /// The voters' `Ursula-Max-Snapshot-Bytes`; 0: no cold backend.
+    pub max_snapshot_bytes: u64,
+    /// Per group: the index of the upstream that led it last.
+    leaders: RwLock<Vec<Option<usize>>>,
+    pub stats: Arc<RouteStats>,
+    pub health: health::Health,
+    pub watches: watches::Watches,
+}
+
+/// What `/__ursula/gateway/metrics` reports of routing.
+#[derive(Default)]
+pub struct RouteStats {
+    pub calls: std::sync::atomic::AtomicU64,
+    pub hops: std::sync::atomic::AtomicU64,
+    pub upstream_errors: std::sync::atomic::AtomicU64,
+    pub exhausted: std::sync::atomic::AtomicU64,
+}
+
+/// Why a call to one upstream did not produce an answer.
+#[derive(Debug)]
+pub enum CallError {
+    /// A typed refusal of the voter.
+    Refused(Refused),
+    /// The call never reached the voter (no connection): safe to resend.
+    Unreached(tonic::Status),
+    /// The call may have reached the voter: a write must not be resent.
+    Broken(Broken),
+}
+
+/// How a call that may have reached a voter went wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum Broken {
+    #[error("the call failed: {0}")]
+    Status(tonic::Status),
+    #[error("the answer does not decode: {0}")]
+    Undecodable(#[from] WireError),
+    #[error("the answer carries neither a value nor a failure")]
+    Empty,
+}
+
+impl From<tonic::Status> for CallError {
+    fn from(status: tonic::Status) -> Self {
+        // tonic answers `Unavailable` when it could not connect at all.
+        match status.code() {
+            tonic::Code::Unavailable => CallError::Unreached(status),
+            _ => CallError::Broken(Broken::Status(status)),
+        }
+    }
+}
+
+impl From<WireError> for CallError {
+    fn from(e: WireError) -> Self {
+        CallError::Broken(Broken::Undecodable(e))
+    }
+}
+
+fn no_upstream() -> BackendError {
+    BackendError::Unavailable { reason: Unavailable::NoLeader, retry_after_secs: 1 }
+}
+
+impl Upstreams {
+    pub fn target(&self, key: &StreamKey) -> pb::Target {
+        pb::Target {
+            cluster_id: self.cluster_id.clone(),
+            bucket: key.bucket.as_str().to_owned(),
+            stream: key.stream.as_str().to_owned(),
+        }
+    }
+}

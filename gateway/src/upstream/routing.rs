@@ -1,0 +1,118 @@
+//! Calls on a group's leader: the leader last seen, else an upstream not
+//! tried yet, following typed `not_leader` hints within the hop budget.
+
+use std::time::Instant;
+
+use ursula_http::wire::Refused;
+use ursula_http::{BackendError, Unavailable};
+use ursula_stream::StreamKey;
+use ursula_stream::routing::group_of;
+
+use super::{CallError, Client, HOP_WINDOW, MAX_HOPS, Upstreams, no_upstream};
+
+impl Upstreams {
+    fn leader_of(&self, group: usize) -> Option<usize> {
+        self.leaders.read().unwrap_or_else(|p| p.into_inner()).get(group).copied().flatten()
+    }
+
+    fn set_leader(&self, group: usize, at: Option<usize>) {
+        if let Some(slot) = self.leaders.write().unwrap_or_else(|p| p.into_inner()).get_mut(group) {
+            *slot = at;
+        }
+    }
+
+    /// The first upstream after `from` (or `from` itself when `including`)
+    /// not yet tried, preferring ones not ejected; `from` when all were tried.
+    fn next_untried(&self, from: usize, tried: &[bool], including: bool) -> usize {
+        let n = self.clients.len();
+        let now = Instant::now();
+        let start = if including { 0 } else { 1 };
+        let order = || (start..start + n).map(|d| (from + d) % n).filter(|i| !tried[*i]);
+        order().find(|i| !self.health.is_ejected(*i, now)).or_else(|| order().next()).unwrap_or(from)
+    }
+
+    /// Calls `f` on the leader of `key`'s group, following hints. `resend`
+    /// says whether a call that may have reached a voter may go again
+    /// (reads), or not (writes).
+    pub async fn on_leader<T, F, Fut>(&self, key: &StreamKey, resend: bool, f: F) -> Result<T, BackendError>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, CallError>>,
+    {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.stats.calls.fetch_add(1, Relaxed);
+        let group = group_of(key, self.group_count).0 as usize;
+        let n = self.clients.len();
+        let mut tried = vec![false; n];
+        let mut at = self.leader_of(group).unwrap_or_else(|| self.next_untried(group % n, &vec![false; n], true));
+        let started = Instant::now();
+        for hop in 0..=MAX_HOPS {
+            if hop > 0 {
+                self.stats.hops.fetch_add(1, Relaxed);
+                if started.elapsed() > HOP_WINDOW {
+                    break;
+                }
+            }
+            tried[at] = true;
+            let next_untried = |from: usize, tried: &[bool]| {
+                let next = self.next_untried(from, tried, false);
+                (!tried[next]).then_some(next)
+            };
+            let outcome = f(self.clients[at].clone()).await;
+            match &outcome {
+                Err(CallError::Unreached(_) | CallError::Broken(_)) => self.health.failed(at, Instant::now()),
+                _ => self.health.answered(at, Instant::now()),
+            }
+            match outcome {
+                Ok(value) => {
+                    self.set_leader(group, Some(at));
+                    return Ok(value);
+                }
+                Err(CallError::Refused(Refused::NotLeader { leader, .. })) => {
+                    let hinted = leader.as_ref().and_then(|h| self.index_of(&h.client_url));
+                    self.set_leader(group, hinted);
+                    match hinted.filter(|i| !tried[*i]).or_else(|| next_untried(at, &tried)) {
+                        Some(next) => at = next,
+                        None => break,
+                    }
+                }
+                Err(CallError::Refused(Refused::Backend(BackendError::Unavailable {
+                    reason: Unavailable::NoLeader,
+                    ..
+                }))) => match next_untried(at, &tried) {
+                    Some(next) => at = next,
+                    None => break,
+                },
+                Err(CallError::Refused(Refused::Backend(e))) => return Err(e),
+                Err(CallError::Refused(other)) => {
+                    self.stats.upstream_errors.fetch_add(1, Relaxed);
+                    return Err(BackendError::Internal(format!("upstream refused: {other:?}")));
+                }
+                Err(CallError::Unreached(why)) => {
+                    self.stats.upstream_errors.fetch_add(1, Relaxed);
+                    tracing::debug!(upstream = %self.urls[at], %why, "upstream unreachable");
+                    self.set_leader(group, None);
+                    match next_untried(at, &tried) {
+                        Some(next) => at = next,
+                        None => break,
+                    }
+                }
+                Err(CallError::Broken(why)) => {
+                    self.stats.upstream_errors.fetch_add(1, Relaxed);
+                    self.set_leader(group, None);
+                    if !resend {
+                        // It may have been proposed: the client repeats it with its key.
+                        return Err(BackendError::OutcomeUnknown { retry_after_secs: 1 });
+                    }
+                    tracing::debug!(upstream = %self.urls[at], %why, "upstream call failed");
+                    match next_untried(at, &tried) {
+                        Some(next) => at = next,
+                        None => break,
+                    }
+                }
+            }
+        }
+        self.stats.exhausted.fetch_add(1, Relaxed);
+        Err(no_upstream())
+    }
+}
