@@ -10,6 +10,7 @@
 //! - `backend`: `NodeBackend`, the HTTP layer's `Backend` over an engine.
 //! - `stream_plane`: `StreamService`, the private gRPC data plane a gateway calls.
 //! - `mux`: the client listener's split between gRPC and the HTTP surface.
+//! - `clock`: the one `now` of a node, behind a trait.
 //! - `cold`: the S3 cold tier: flush, reads, snapshot parts, GC.
 //! - `admin`: the admin plane (`server.admin_listen`).
 //! - `config`: the config file and CLI overrides.
@@ -17,6 +18,7 @@
 
 pub mod admin;
 pub mod backend;
+pub mod clock;
 pub mod cold;
 pub mod config;
 pub mod engine;

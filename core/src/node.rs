@@ -12,6 +12,7 @@ use tonic::service::Routes;
 use ursula_http::{HttpOptions, PlainFrontDoor, Surface};
 
 use crate::backend::{NodeBackend, sweep_forever};
+use crate::clock::{Clock, SystemClock};
 use crate::config::{EngineConfig, NodeConfig};
 use crate::engine::{GroupEngine, MemoryEngine};
 use crate::raft;
@@ -23,9 +24,19 @@ const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
 /// resolves. The `ursula listening on` line is printed once the node can
 /// serve, so scripts and tests may send requests as soon as they see it.
 pub async fn run(config: &NodeConfig, listener: TcpListener, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    run_with_clock(config, listener, Arc::new(SystemClock), shutdown).await
+}
+
+/// `run` with the node's time taken from `clock` (tests hold it still).
+pub async fn run_with_clock(
+    config: &NodeConfig,
+    listener: TcpListener,
+    clock: Arc<dyn Clock>,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
     match &config.engine {
         EngineConfig::Memory => {
-            let engine = Arc::new(MemoryEngine::new(config.group_count));
+            let engine = Arc::new(MemoryEngine::new(config.group_count, clock));
             // Without `server.cluster_id` a node without a WAL gets a new id per start.
             let cluster_id = config.cluster_id.clone().unwrap_or_else(raft::generate_cluster_id);
             let me = Me { node_id: 1, client_url: None, raft_routes: None };
@@ -40,7 +51,7 @@ pub async fn run(config: &NodeConfig, listener: TcpListener, shutdown: impl Futu
                 .build()
                 .context("starting the Raft runtime")?;
             let (c, r) = (config.clone(), raft_config.clone());
-            let started = runtime.spawn(async move { raft::start(&c, &r).await }).await.context("Raft startup");
+            let started = runtime.spawn(async move { raft::start(&c, &r, clock).await }).await.context("Raft startup");
             let mut node = match started {
                 Ok(Ok(node)) => node,
                 // A runtime may not be dropped inside another one: stop it first.

@@ -79,11 +79,11 @@ async fn long_poll_waiting_on_a_stream_ends_when_it_is_deleted() {
     node.create(S, "text/plain").await;
     let poll = node.get(&format!("{S}?offset={}&live=long-poll&timeout_ms=60000", offset(0))).send();
     let delete = async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        node.wait_live_readers(1).await;
         node.delete(S).send().await.expect(204);
     };
     let (read, ()) = tokio::join!(poll, delete);
-    // Either the poll saw the delete (404) or registered after it (404 too).
+    // The poll was waiting when the stream went: it ends with the stream.
     read.expect_error(404, "STREAM_NOT_FOUND");
 }
 
@@ -93,7 +93,7 @@ async fn expired_stream_answers_404_to_delete_and_every_other_operation() {
     for path in [S, "/demo/t"] {
         node.put(path).content_type("text/plain").header("stream-ttl", "1").send().await.expect(201);
     }
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    node.pass_time(Duration::from_millis(2500)).await;
     node.delete(S).send().await.expect_error(404, "STREAM_NOT_FOUND");
     node.get("/demo/t?offset=-1").send().await.expect_error(404, "STREAM_NOT_FOUND");
     node.post("/demo/t").content_type("text/plain").body("x").send().await.expect_error(404, "STREAM_NOT_FOUND");

@@ -182,7 +182,7 @@ async fn ext_2_4_stream_incarnation_changes_on_recreate_and_only_then() {
     let ttl = "/demo/ttl";
     node.put(ttl).header("stream-ttl", "1").send().await.expect(201);
     let before = node.incarnation(ttl).await;
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    node.pass_time(Duration::from_millis(2500)).await;
     let after = node.put(ttl).header("stream-ttl", "1").send().await;
     after.expect(201);
     assert_ne!(after.must("stream-incarnation"), before, "a create after expiry is a new incarnation");
@@ -519,7 +519,7 @@ async fn ext_2_4_a_long_poll_opened_with_the_token_ends_when_the_stream_is_recre
     let poll =
         node.get(&format!("{S}?offset={}&live=long-poll&timeout_ms=25000", offset(3))).incarnation(&token).send();
     let replace = async {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        node.wait_live_readers(1).await;
         node.delete(S).send().await.expect(204);
         let created = node.create(S, TEXT).await;
         node.append(S, TEXT, "abcdef").await;

@@ -115,6 +115,6 @@ async fn head_of_an_expired_stream_answers_404() {
     let node = Node::start();
     node.put(S).header("stream-ttl", "1").send().await.expect(201);
     // HEAD does not renew the TTL, so polling it cannot keep the stream alive.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    node.pass_time(Duration::from_millis(2500)).await;
     node.head(S).send().await.expect_head_error(404);
 }

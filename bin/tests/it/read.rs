@@ -320,7 +320,7 @@ async fn long_poll_returns_data_appended_while_it_waits() {
     let node = node_with(TEXT, "abc").await;
     let poll = node.get(&format!("{S}?offset={}&live=long-poll&timeout_ms=30000", offset(3))).send();
     let append = async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        node.wait_live_readers(1).await;
         node.append(S, TEXT, "def").await;
     };
     let (read, ()) = tokio::join!(poll, append);
@@ -402,7 +402,7 @@ async fn long_poll_waiting_at_the_tail_answers_204_closed_when_the_stream_closes
     let node = node_with(TEXT, "abc").await;
     let poll = node.get(&format!("{S}?offset={}&live=long-poll&timeout_ms=60000", offset(3))).send();
     let close = async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        node.wait_live_readers(1).await;
         node.close(S).await;
     };
     let (read, ()) = tokio::join!(poll, close);

@@ -14,6 +14,7 @@ mod ops;
 mod parts;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use ursula_http::{
     Backend, BackendError, LeaderHint, ReadBootstrap, ReadSnapshot, ReadStream, Streams, Unavailable, WaitOutcome,
@@ -35,17 +36,35 @@ pub struct NodeBackend<E> {
     engine: Arc<E>,
     /// The cold tier, when `storage.cold.backend` names one.
     cold: Option<Arc<Cold>>,
+    /// Long-polls and SSE sessions waiting for news now (`live_readers`).
+    live_readers: Arc<AtomicU64>,
 }
 
 impl<E> Clone for NodeBackend<E> {
     fn clone(&self) -> Self {
-        NodeBackend { engine: self.engine.clone(), cold: self.cold.clone() }
+        NodeBackend { engine: self.engine.clone(), cold: self.cold.clone(), live_readers: self.live_readers.clone() }
+    }
+}
+
+/// Counts one waiting reader while it lives.
+struct Waiting(Arc<AtomicU64>);
+
+impl Waiting {
+    fn new(count: &Arc<AtomicU64>) -> Waiting {
+        count.fetch_add(1, Ordering::Relaxed);
+        Waiting(count.clone())
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 impl<E: GroupEngine> NodeBackend<E> {
     pub fn new(engine: Arc<E>, cold: Option<Arc<Cold>>) -> NodeBackend<E> {
-        NodeBackend { engine, cold }
+        NodeBackend { engine, cold, live_readers: Arc::default() }
     }
 
     /// Refuses a write to a group whose hot ring is over its ceiling
@@ -134,6 +153,11 @@ impl<E: GroupEngine> NodeBackend<E> {
 
     pub fn cold(&self) -> Option<&Arc<Cold>> {
         self.cold.as_ref()
+    }
+
+    /// Readers waiting for news now.
+    pub fn live_readers(&self) -> u64 {
+        self.live_readers.load(Ordering::Relaxed)
     }
 
     pub fn engine(&self) -> &Arc<E> {
@@ -279,6 +303,7 @@ impl<E: GroupEngine> Streams for NodeBackend<E> {
 
     async fn wait(&self, req: WaitStream) -> Result<WaitOutcome, BackendError> {
         let WaitStream { key, incarnation, offset, timeout } = req;
+        let _waiting = Waiting::new(&self.live_readers);
         let group = group_of(&key, self.engine.group_count());
         match self.engine.wait(group, &key, incarnation, offset, timeout).await.map_err(internal)? {
             Waited::Changed => Ok(WaitOutcome::Changed),

@@ -18,7 +18,7 @@ use ursula_stream::store::StreamState;
 use ursula_stream::{ColdPiece, Command, CommitCold, Incarnation, Offset, Outcome, StreamKey};
 
 use super::Cold;
-use crate::engine::{GroupEngine, Leadership, now_ms};
+use crate::engine::{GroupEngine, Leadership};
 use ursula_stream::routing::GroupId;
 
 /// Slices below this are packed with others into one object.
@@ -192,7 +192,7 @@ async fn upload_and_commit<E: GroupEngine>(
             digest: *hasher.finalize().as_bytes(),
         });
     }
-    let name = format!("n{node_id}-{}-{}.seg", now_ms(), OBJECTS.fetch_add(1, Relaxed));
+    let name = format!("n{node_id}-{}-{}.seg", crate::clock::wall_ms(), OBJECTS.fetch_add(1, Relaxed));
     let object = cold.object_key(group.0, &name);
     let bytes = body.len() as u64;
     if let Err(e) = cold.store.put(&object, body.freeze()).await {

@@ -172,7 +172,7 @@ impl Cold {
     async fn recount(&self, key: &StreamKey, current: Incarnation) -> Result<(u64, u64), ColdError> {
         let prefix = self.stream_parts_prefix(key);
         let listed = self.store.list_sized(&prefix).await?;
-        let stale_before = crate::engine::now_ms().saturating_sub(MARGIN.as_millis() as u64);
+        let stale_before = crate::clock::wall_ms().saturating_sub(MARGIN.as_millis() as u64);
         let (mut parts, mut bytes) = (0, 0);
         let mut stale = Vec::new();
         for (object, size) in listed {
@@ -309,7 +309,7 @@ impl Cold {
     /// age, the stream's other parts staged over a minute before.
     pub async fn delete_stream_parts(&self, key: &StreamKey, deleted: Incarnation) {
         let prefix = self.stream_parts_prefix(key);
-        let stale_before = crate::engine::now_ms().saturating_sub(MARGIN.as_millis() as u64);
+        let stale_before = crate::clock::wall_ms().saturating_sub(MARGIN.as_millis() as u64);
         let listed = match self.store.list(&prefix).await {
             Ok(listed) => listed,
             Err(e) => return tracing::warn!(error = %e, "listing a deleted stream's parts failed; the sweep will"),
@@ -337,7 +337,7 @@ impl Cold {
         let root = self.parts_root();
         let Ok(listed) = self.store.list(&root).await else { return 0 };
         let grace = u64::try_from(self.config.parts_grace.as_millis()).unwrap_or(u64::MAX);
-        let before = crate::engine::now_ms().saturating_sub(grace);
+        let before = crate::clock::wall_ms().saturating_sub(grace);
         let old = listed
             .into_iter()
             .filter(|object| staged_ms(object.rsplit('/').next().unwrap_or_default()).is_some_and(|ms| ms < before))

@@ -12,7 +12,7 @@ use super::{Cold, ColdError};
 pub const EXTERNAL_PAYLOAD_MIN_SIZE: usize = 1024 * 1024;
 
 pub(super) fn unique_name() -> String {
-    format!("{:016x}-{:016x}", crate::engine::now_ms(), fastrand::u64(..))
+    format!("{:016x}-{:016x}", crate::clock::wall_ms(), fastrand::u64(..))
 }
 
 impl Cold {

@@ -148,6 +148,16 @@ pub fn load(cli: &CliOverrides) -> Result<NodeConfig, ConfigError> {
     resolve(merged, preset, cli)
 }
 
+/// The settings of `text` read as a config file (empty: the zero-config
+/// development node) with `cli` over them, without looking for a file on
+/// disk: for tests that run a node inside their own process.
+pub fn from_text(text: &str, cli: &CliOverrides) -> Result<NodeConfig, ConfigError> {
+    let preset = if text.trim().is_empty() { Some(Preset::Default) } else { None };
+    let merged =
+        parse_layers(preset, text).map_err(|message| ConfigError::Parse { path: PathBuf::new(), message })?;
+    resolve(merged, preset, cli)
+}
+
 /// Parses `text` over the preset's layer into typed sections; the message
 /// names the offending key (`raft.wal.fsync: unknown variant ...`).
 pub fn parse_layers(preset: Option<Preset>, text: &str) -> Result<FileConfig, String> {

@@ -2,13 +2,14 @@
 //! store behind its own lock, so groups never contend with each other.
 //! Nothing survives a restart.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ursula_stream::{ApplyCtx, Command, Outcome, StreamStore};
 
 use super::group_state::{self, GroupState};
-use super::{EngineError, GroupEngine, now_ms};
+use super::{EngineError, GroupEngine};
+use crate::clock::Clock;
 use ursula_stream::routing::GroupId;
 
 struct MemoryGroup {
@@ -19,17 +20,18 @@ struct MemoryGroup {
 
 pub struct MemoryEngine {
     groups: Vec<MemoryGroup>,
+    clock: Arc<dyn Clock>,
 }
 
 impl MemoryEngine {
-    pub fn new(group_count: u32) -> MemoryEngine {
+    pub fn new(group_count: u32, clock: Arc<dyn Clock>) -> MemoryEngine {
         let group = || MemoryGroup {
             // Each group's history begins now: a random id keeps its tokens
             // apart from those of any earlier run.
             state: Mutex::new(GroupState::new(StreamStore::new(fastrand::u64(..)))),
             last_index: AtomicU64::new(0),
         };
-        MemoryEngine { groups: (0..group_count.max(1)).map(|_| group()).collect() }
+        MemoryEngine { groups: (0..group_count.max(1)).map(|_| group()).collect(), clock }
     }
 
     fn group(&self, group: GroupId) -> Result<&MemoryGroup, EngineError> {
@@ -46,11 +48,15 @@ impl GroupEngine for MemoryEngine {
         self.groups.len() as u32
     }
 
+    fn clock(&self) -> &dyn Clock {
+        &*self.clock
+    }
+
     async fn propose(&self, group: GroupId, command: Command) -> Result<Outcome, EngineError> {
         let g = self.group(group)?;
         let mut state = group_state::lock(&g.state);
         let log_index = g.last_index.fetch_add(1, Ordering::Relaxed) + 1;
-        let ctx = ApplyCtx { now_ms: now_ms(), log_index };
+        let ctx = ApplyCtx { now_ms: self.clock.now_ms(), log_index };
         Ok(state.apply(command, ctx))
     }
 

@@ -1,5 +1,5 @@
 //! Group engines: where a group's commands are ordered and applied. The
-//! in-memory engine applies at once; the Raft engine (a later issue) goes
+//! in-memory engine applies at once; the Raft engine (`crate::raft`) goes
 //! through a replicated log. Both hold one `StreamStore` per group.
 
 pub mod group_state;
@@ -7,12 +7,13 @@ mod memory;
 
 use std::future::Future;
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use memory::MemoryEngine;
 use ursula_stream::{Command, Incarnation, Offset, Outcome, StreamKey, StreamStore};
 
 use group_state::GroupState;
+
+use crate::clock::Clock;
 
 use ursula_stream::routing::GroupId;
 
@@ -33,11 +34,6 @@ pub enum EngineError {
     /// The engine failed; a write's outcome is unknown.
     #[error("engine failure: {0}")]
     Fatal(String),
-}
-
-/// Wall-clock milliseconds since the Unix epoch: what a proposal is stamped with.
-pub fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 /// Who leads a group, as this node knows it.
@@ -66,6 +62,8 @@ pub trait GroupEngine: Send + Sync + 'static {
     /// A short name for metrics: `memory`, `raft`.
     fn name(&self) -> &'static str;
     fn group_count(&self) -> u32;
+    /// The time proposals are stamped with and queries read.
+    fn clock(&self) -> &dyn Clock;
     /// Engine fields of `/__ursula/metrics`.
     fn metrics(&self) -> serde_json::Map<String, serde_json::Value> {
         serde_json::Map::new()
@@ -100,7 +98,7 @@ pub trait GroupEngine: Send + Sync + 'static {
     /// Runs a query against the group's applied state.
     fn query<R: Send>(&self, group: GroupId, f: impl FnOnce(&StreamStore, u64) -> R + Send) -> Result<R, EngineError> {
         let state = group_state::lock(self.state(group)?);
-        Ok(f(&state.store, now_ms()))
+        Ok(f(&state.store, self.clock().now_ms()))
     }
 
     /// Resolves when the stream at `key` is no longer `incarnation` at or
@@ -114,6 +112,7 @@ pub trait GroupEngine: Send + Sync + 'static {
         timeout: std::time::Duration,
     ) -> impl Future<Output = Result<Waited, EngineError>> + Send {
         let state = self.state(group);
-        async move { Ok(group_state::wait(state?, key, incarnation, offset, now_ms(), timeout).await) }
+        let now = self.clock().now_ms();
+        async move { Ok(group_state::wait(state?, key, incarnation, offset, now, timeout).await) }
     }
 }

@@ -2,6 +2,7 @@
 //! temporary one removed on clean shutdown), the cluster id kept in the
 //! WAL, one openraft instance per group, and the background drivers.
 
+use crate::clock::Clock;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,7 +23,7 @@ use super::network::NoPeers;
 use super::refusals::PeerRefusals;
 use super::snapshot_store::SnapshotStore;
 use super::state_machine::GroupMachine;
-use crate::config::{FsyncSetting, NodeConfig, RaftConfig};
+use crate::config::{FsyncSetting, NodeConfig, RaftConfig, WalConfig};
 use ursula_stream::routing::fnv1a;
 
 /// Node-level WAL slots (group `NODE_GROUP`). Persisted: never renumber.
@@ -137,17 +138,15 @@ fn raft_settings(raft: &RaftConfig) -> anyhow::Result<Arc<openraft::Config>> {
     Ok(Arc::new(config.validate().context("Raft settings")?))
 }
 
-/// Opens the WAL, recovers every group and waits until each has elected
-/// this node.
-pub async fn start(config: &NodeConfig, raft: &RaftConfig) -> anyhow::Result<RaftNode> {
-    let (dir, temporary) = wal_dir(raft)?;
+/// Opens the node's WAL in `raft-log` under `dir`, with what it recovered.
+pub(crate) fn open_wal(dir: &Path, wal: &WalConfig) -> anyhow::Result<(Wal, Recovered)> {
     let options = WalOptions {
         dir: dir.join("raft-log"),
-        fsync: match raft.wal.fsync {
+        fsync: match wal.fsync {
             FsyncSetting::Never => Fsync::Never,
             FsyncSetting::Always => Fsync::Always,
         },
-        segment_size: raft.wal.segment_size,
+        segment_size: wal.segment_size,
     };
     let (wal, recovered) = Wal::open(options).with_context(|| format!("opening the WAL in {}", dir.display()))?;
     if let Some(torn) = &recovered.torn_tail {
@@ -158,10 +157,45 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig) -> anyhow::Result<Raf
             torn.offset
         );
     }
-    let cluster_id = cluster_id(&wal, &recovered, &dir, config.cluster_id.as_deref()).await?;
-    check_group_count(&wal, &recovered, config.group_count).await?;
+    Ok((wal, recovered))
+}
+
+/// The groups' snapshot directory, `raft-snapshots` under `dir`, created if missing.
+pub(crate) fn snapshot_dir(dir: &Path) -> anyhow::Result<PathBuf> {
     let snapshot_dir = dir.join("raft-snapshots");
     std::fs::create_dir_all(&snapshot_dir).with_context(|| format!("creating {}", snapshot_dir.display()))?;
+    Ok(snapshot_dir)
+}
+
+/// Group `g`'s Raft log, rebuilt from what the WAL recovered, and its state
+/// machine, loaded from its snapshot (the empty store's history id derives
+/// from the cluster id and the group).
+pub(crate) async fn open_group(
+    g: u32,
+    wal: &Wal,
+    recovered: &Recovered,
+    cache_budget: usize,
+    snapshot_dir: &Path,
+    cluster_id: &str,
+    objects: Option<Arc<SnapshotStore>>,
+) -> anyhow::Result<(GroupLog, GroupMachine)> {
+    let log = GroupLog::recover(g, wal.clone(), recovered.groups.get(&g), cache_budget)
+        .with_context(|| format!("recovering the log of group {g}"))?;
+    let history_id = fnv1a(cluster_id.bytes().chain([0]).chain(g.to_le_bytes()));
+    let machine = GroupMachine::open(g, snapshot_dir.to_path_buf(), history_id, objects)
+        .await
+        .with_context(|| format!("loading the snapshot of group {g}"))?;
+    Ok((log, machine))
+}
+
+/// Opens the WAL, recovers every group and waits until each has elected
+/// this node.
+pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>) -> anyhow::Result<RaftNode> {
+    let (dir, temporary) = wal_dir(raft)?;
+    let (wal, recovered) = open_wal(&dir, &raft.wal)?;
+    let cluster_id = cluster_id(&wal, &recovered, &dir, config.cluster_id.as_deref()).await?;
+    check_group_count(&wal, &recovered, config.group_count).await?;
+    let snapshot_dir = snapshot_dir(&dir)?;
 
     let settings = raft_settings(raft)?;
     let objects = match &raft.snapshot_store {
@@ -184,12 +218,8 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig) -> anyhow::Result<Raf
     let peers = Peers::new(cluster_id.clone(), raft.node_id, urls, refusals.clone());
     let mut groups = Vec::with_capacity(config.group_count as usize);
     for g in 0..config.group_count {
-        let log = GroupLog::recover(g, wal.clone(), recovered.groups.get(&g), cache_budget)
-            .with_context(|| format!("recovering the log of group {g}"))?;
-        let history_id = fnv1a(cluster_id.bytes().chain([0]).chain(g.to_le_bytes()));
-        let machine = GroupMachine::open(g, snapshot_dir.clone(), history_id, objects.clone())
-            .await
-            .with_context(|| format!("loading the snapshot of group {g}"))?;
+        let (log, machine) =
+            open_group(g, &wal, &recovered, cache_budget, &snapshot_dir, &cluster_id, objects.clone()).await?;
         let shared = machine.shared();
         let node = if clustered {
             let network = GrpcNetwork { peers: peers.clone(), group: g };
@@ -253,8 +283,17 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig) -> anyhow::Result<Raf
     guard.observe(available_bytes(&dir));
     let client_urls = raft.peers.iter().map(|p| (p.node_id, p.client_url.clone())).collect();
     let peers = clustered.then_some(peers);
-    let engine =
-        Arc::new(RaftEngine { node_id: raft.node_id, client_urls, groups, wal, guard, refusals, peers, objects });
+    let engine = Arc::new(RaftEngine {
+        node_id: raft.node_id,
+        client_urls,
+        groups,
+        wal,
+        guard,
+        refusals,
+        clock,
+        peers,
+        objects,
+    });
     let mut drivers = vec![
         tokio::spawn(driver::snapshots(engine.clone(), raft.snapshot_log_budget, raft.snapshot_drive_interval)),
         tokio::spawn(driver::disk(engine.guard.clone(), dir.clone())),

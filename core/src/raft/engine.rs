@@ -15,8 +15,9 @@ use super::disk_guard::DiskGuard;
 use super::log_store::GroupLog;
 use super::state_machine::GroupShared;
 use super::types::{Proposal, TypeConfig};
+use crate::clock::Clock;
 use crate::engine::group_state::GroupState;
-use crate::engine::{EngineError, GroupEngine, Leadership, now_ms};
+use crate::engine::{EngineError, GroupEngine, Leadership};
 use ursula_stream::routing::GroupId;
 
 /// How long a proposal waits for its apply before its answer becomes
@@ -40,6 +41,8 @@ pub struct RaftEngine {
     pub(super) wal: Wal,
     pub(super) guard: Arc<DiskGuard>,
     pub(super) refusals: Arc<super::refusals::PeerRefusals>,
+    /// The time proposals are stamped with.
+    pub(super) clock: Arc<dyn Clock>,
     /// The cluster plane's client side; `None` on a single node.
     pub(super) peers: Option<Arc<super::grpc::Peers>>,
     /// Raft snapshots on S3; `None`: inline.
@@ -66,6 +69,10 @@ impl GroupEngine for RaftEngine {
         "raft"
     }
 
+    fn clock(&self) -> &dyn Clock {
+        &*self.clock
+    }
+
     fn group_count(&self) -> u32 {
         self.groups.len() as u32
     }
@@ -80,7 +87,7 @@ impl GroupEngine for RaftEngine {
         if g.raft.metrics().borrow().current_leader != Some(self.node_id) {
             return Err(EngineError::NoLeader(group));
         }
-        let write = g.raft.client_write(Proposal { now_ms: now_ms(), command });
+        let write = g.raft.client_write(Proposal { now_ms: self.clock.now_ms(), command });
         match tokio::time::timeout(COMMIT_WAIT, write).await {
             Ok(Ok(response)) => Ok(response.data),
             // This node led a moment ago: the entry may be in the log, and a

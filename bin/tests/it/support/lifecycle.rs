@@ -5,35 +5,38 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{Node, START_TIMEOUT, finish_stderr};
+use super::node::finish_stderr;
+use super::{Node, START_TIMEOUT};
 
 impl Node {
     /// What the node wrote to stderr so far.
     pub fn stderr_text(&self) -> String {
-        let bytes = self.stderr.lock().unwrap_or_else(|p| p.into_inner());
+        let bytes = self.process_ref().stderr.lock().unwrap_or_else(|p| p.into_inner());
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
     /// `kill -9`: no shutdown runs, the page cache keeps what was written.
     pub fn kill9(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let p = self.process();
+        let _ = p.child.kill();
+        let _ = p.child.wait();
     }
 
     /// `SIGTERM`, then waits for the exit; returns the status and stderr.
     pub fn terminate(mut self) -> (ExitStatus, String) {
-        let pid = self.child.id().to_string();
+        let p = self.process();
+        let pid = p.child.id().to_string();
         let sent = Command::new("kill").args(["-TERM", &pid]).status().expect("running kill");
         assert!(sent.success(), "kill -TERM {pid}");
         let deadline = Instant::now() + START_TIMEOUT;
         let status = loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
+            if let Ok(Some(status)) = p.child.try_wait() {
                 break status;
             }
             assert!(Instant::now() < deadline, "ursula did not exit after SIGTERM");
             thread::sleep(Duration::from_millis(20));
         };
-        let text = finish_stderr(&self.stderr, self.stderr_reader.take());
+        let text = finish_stderr(&p.stderr, p.stderr_reader.take());
         (status, text)
     }
 }

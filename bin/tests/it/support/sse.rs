@@ -1,6 +1,13 @@
 //! Reading Server-Sent Events from a live response, event by event.
 
-use super::*;
+use std::pin::Pin;
+
+use futures_util::{Stream, StreamExt};
+use reqwest::StatusCode;
+use reqwest::header::HeaderMap;
+use serde_json::Value;
+
+use super::{Req, TIMEOUT, base64_decode};
 
 /// One Server-Sent Event: its type and its `data:` lines joined with LF.
 #[derive(Debug, Clone, PartialEq, Eq)]
