@@ -153,8 +153,7 @@ pub fn load(cli: &CliOverrides) -> Result<NodeConfig, ConfigError> {
 /// disk: for tests that run a node inside their own process.
 pub fn from_text(text: &str, cli: &CliOverrides) -> Result<NodeConfig, ConfigError> {
     let preset = if text.trim().is_empty() { Some(Preset::Default) } else { None };
-    let merged =
-        parse_layers(preset, text).map_err(|message| ConfigError::Parse { path: PathBuf::new(), message })?;
+    let merged = parse_layers(preset, text).map_err(|message| ConfigError::Parse { path: PathBuf::new(), message })?;
     resolve(merged, preset, cli)
 }
 

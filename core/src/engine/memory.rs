@@ -2,8 +2,8 @@
 //! store behind its own lock, so groups never contend with each other.
 //! Nothing survives a restart.
 
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use ursula_stream::{ApplyCtx, Command, Outcome, StreamStore};
 

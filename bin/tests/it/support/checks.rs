@@ -44,7 +44,6 @@ impl Checks {
     }
 }
 
-
 /// A collector dropped without `finish` would swallow its failures: it
 /// fails the test instead.
 impl Drop for Checks {

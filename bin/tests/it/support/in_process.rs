@@ -34,8 +34,7 @@ impl InProcess {
         let thread = thread::Builder::new()
             .name("in-process-node".into())
             .spawn(move || {
-                let runtime =
-                    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
                 runtime.block_on(async move {
                     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binding 127.0.0.1:0");
                     let _ = bound.send(listener.local_addr().expect("a bound address").to_string());

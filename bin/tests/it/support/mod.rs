@@ -45,4 +45,3 @@ pub const MAX_REQUEST_BYTES: u64 = 32 * 1024 * 1024;
 pub fn through_gateway() -> bool {
     std::env::var("URSULA_TEST_ENGINE").is_ok_and(|e| e == "gateway")
 }
-

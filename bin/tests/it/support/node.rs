@@ -375,7 +375,6 @@ pub(super) fn finish_stderr(buf: &Arc<Mutex<Vec<u8>>>, reader: Option<JoinHandle
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-
 #[test]
 #[should_panic(expected = "before printing its address")]
 fn node_start_fails_fast_when_ursula_exits() {
