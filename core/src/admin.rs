@@ -8,7 +8,7 @@
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use http::{Method, Request, StatusCode};
 use hyper::body::Incoming;
@@ -25,14 +25,9 @@ use ursula_stream::StreamKey;
 use crate::backend::NodeBackend;
 use crate::cold::Cold;
 use crate::engine::GroupEngine;
+use crate::process::process_incarnation;
 
 const INCARNATION_HEADER: &str = "x-ursula-process-incarnation";
-
-/// This process's identity, drawn once at startup.
-pub fn process_incarnation() -> &'static str {
-    static ID: OnceLock<String> = OnceLock::new();
-    ID.get_or_init(|| format!("{:016x}", fastrand::u64(..)))
-}
 
 pub struct Admin<E> {
     pub backend: Arc<NodeBackend<E>>,

@@ -15,6 +15,7 @@
 //! - `admin`: the admin plane (`server.admin_listen`).
 //! - `config`: the config file and CLI overrides.
 //! - `node`: starting a node on a bound listener.
+//! - `process`: this process's identity.
 
 pub mod admin;
 pub mod backend;
@@ -24,5 +25,6 @@ pub mod config;
 pub mod engine;
 pub mod mux;
 pub mod node;
+pub mod process;
 pub mod raft;
 pub mod stream_plane;

@@ -22,7 +22,7 @@ impl<E: GroupEngine> Operations for NodeBackend<E> {
         m.count("group_count", u64::from(groups));
         m.count("streams", streams);
         m.count("live_readers", self.live_readers());
-        m.text("process_incarnation", crate::admin::process_incarnation());
+        m.text("process_incarnation", crate::process::process_incarnation());
         m
     }
 

@@ -23,6 +23,7 @@ use std::time::Duration;
 pub use file::{FileConfig, FsyncSetting};
 pub use preset::Preset;
 pub use size::ByteSize;
+pub use snapshot::SnapshotStoreConfig;
 use ursula_http::JsonReads;
 
 /// The validated settings a node runs with.
@@ -62,7 +63,7 @@ pub struct RaftConfig {
     /// How long a leader waits on one snapshot install; bounds the S3 copy.
     pub install_snapshot_timeout: Duration,
     /// `None`: snapshots inline (on the node's disk and in the RPC).
-    pub snapshot_store: Option<Box<crate::raft::SnapshotStoreConfig>>,
+    pub snapshot_store: Option<Box<SnapshotStoreConfig>>,
     /// `storage.snapshot.drive_interval`: 5 s with S3 snapshots, 1 s inline.
     pub snapshot_drive_interval: Duration,
     pub wal: WalConfig,

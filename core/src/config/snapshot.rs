@@ -8,8 +8,17 @@ use std::time::Duration;
 use super::ConfigError;
 use super::cold::duration;
 use super::file::SnapshotSection;
+use crate::cold::s3::S3Config;
 use crate::cold::{ColdBackend, ColdConfig};
-use crate::raft::SnapshotStoreConfig;
+
+/// Where a cluster node keeps its Raft snapshots when they live on S3.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotStoreConfig {
+    /// The cold tier's bucket and client, with the snapshot store's own timeout and retries.
+    pub s3: S3Config,
+    /// Key prefix of every node's directory (the cold root included).
+    pub prefix: String,
+}
 
 const DEFAULT_PREFIX: &str = "snapshots";
 /// Requests of a follower's install copy: GET, PUT, a second PUT, HEAD.

@@ -1,5 +1,5 @@
 //! Group engines: where a group's commands are ordered and applied. The
-//! in-memory engine applies at once; the Raft engine (`crate::raft`) goes
+//! in-memory engine applies at once; the Raft engine (the `raft` module) goes
 //! through a replicated log. Both hold one `StreamStore` per group.
 
 pub mod group_state;

@@ -28,6 +28,10 @@ struct LogInner {
     durable: u64,
     last_log_id: Option<LogId>,
     last_purged: Option<LogId>,
+    /// The index of the log's first entry: the log holds every index from
+    /// here to `last_log_id` (none when it is the one past `last_log_id`).
+    /// Not always past `last_purged`: a log may begin anywhere, as the WAL's may.
+    start: u64,
     vote: Option<Vote>,
     /// Encoded bytes appended since the last purge: the snapshot driver's measure.
     bytes_since_purge: u64,
@@ -68,6 +72,7 @@ impl GroupLog {
             durable: 0,
             last_log_id: None,
             last_purged: None,
+            start: 0,
             vote: None,
             bytes_since_purge: 0,
         };
@@ -81,13 +86,15 @@ impl GroupLog {
                     Some(codec::decode_log_id(marker).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, &e))?);
             }
             inner.last_log_id = inner.last_purged;
-            if let Some((_, last)) = rec.entries {
+            inner.start = next_index(inner.last_purged);
+            if let Some((first, last)) = rec.entries {
                 let raw = wal
                     .read(group, last)
                     .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, &e))?
                     .ok_or_else(|| io_err(ErrorSubject::Logs, ErrorVerb::Read, &WalError::Closed))?;
                 let entry = codec::decode_entry(&raw).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, &e))?;
                 inner.last_log_id = Some(entry.log_id);
+                inner.start = first;
                 inner.durable = last;
             }
         }
@@ -113,6 +120,11 @@ impl GroupLog {
     }
 }
 
+/// The index after `log_id`: where a log ending there continues.
+fn next_index(log_id: Option<LogId>) -> u64 {
+    log_id.map_or(0, |l| l.index + 1)
+}
+
 fn first_cached(inner: &LogInner) -> Option<u64> {
     inner.cache.front().map(|(e, _)| e.log_id.index)
 }
@@ -124,7 +136,7 @@ impl RaftLogReader<TypeConfig> for GroupLog {
     ) -> Result<Vec<Entry>, StorageError> {
         let (from_disk, mut cached) = {
             let inner = self.lock();
-            let first_live = inner.last_purged.map_or(0, |l| l.index + 1);
+            let first_live = inner.start;
             let start = match range.start_bound() {
                 Bound::Included(&s) => s,
                 Bound::Excluded(&s) => s.saturating_add(1),
@@ -196,6 +208,10 @@ impl RaftLogStorage<TypeConfig> for GroupLog {
             // Membership batches are always fsynced (spec/07, raft.wal.fsync).
             sync |= matches!(entry.payload, EntryPayload::Membership(_));
             let index = entry.log_id.index;
+            // Not continuing the log: a new run begins, as in the WAL.
+            if index > next_index(inner.last_log_id) || index < inner.start {
+                inner.start = index;
+            }
             while inner.cache.back().is_some_and(|(e, _)| e.log_id.index >= index) {
                 if let Some((_, len)) = inner.cache.pop_back() {
                     inner.cached_bytes -= len;
@@ -245,18 +261,22 @@ impl RaftLogStorage<TypeConfig> for GroupLog {
                     inner.cached_bytes -= len;
                 }
             }
-            match (inner.cache.back(), inner.last_purged) {
-                (Some((e, _)), _) => Some(Some(e.log_id)),
-                (None, Some(p)) if p.index + 1 >= index => Some(Some(p)),
-                (None, None) if index == 0 => Some(None),
-                _ => None,
+            match inner.cache.back() {
+                Some((e, _)) => Some(Some(e.log_id)),
+                // Nothing of the log is left.
+                None if index <= inner.start => Some(inner.last_purged),
+                None => None,
             }
         };
         let before = match before {
             Some(b) => b,
             None => Some(self.read_from_disk(index - 1)?.log_id),
         };
-        self.lock().last_log_id = before;
+        {
+            let mut inner = self.lock();
+            inner.last_log_id = before;
+            inner.start = inner.start.min(next_index(before));
+        }
         completion(|done| self.wal.truncate(self.group, index, done))
             .await
             .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, &e))
@@ -272,6 +292,7 @@ impl RaftLogStorage<TypeConfig> for GroupLog {
                 }
             }
             inner.last_purged = Some(log_id);
+            inner.start = inner.start.max(log_id.index + 1);
             if inner.last_log_id.is_none_or(|l| l.index < log_id.index) {
                 inner.last_log_id = Some(log_id);
             }

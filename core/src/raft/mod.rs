@@ -4,6 +4,7 @@
 //! - `types`: the openraft type configuration (`Proposal`, `Outcome`).
 //! - `codec`: log entries, votes and snapshots as bytes.
 //! - `log_store`: a group's Raft log over the WAL, with its entry cache.
+//! - `log_store_suite`: openraft's storage suite over the log store and state machine (tests).
 //! - `state_machine`: the stream store as openraft's state machine.
 //! - `snapshot_file`: a group's snapshot on disk.
 //! - `snapshot_store`: Raft snapshots as S3 objects each node owns.
@@ -32,6 +33,8 @@ mod driver;
 mod engine;
 mod grpc;
 mod log_store;
+#[cfg(test)]
+mod log_store_suite;
 mod network;
 mod pb;
 mod peer_error;
@@ -43,4 +46,3 @@ mod types;
 
 pub use boot::{RaftNode, generate_cluster_id, start};
 pub use engine::RaftEngine;
-pub use snapshot_store::SnapshotStoreConfig;

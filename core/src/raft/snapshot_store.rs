@@ -15,17 +15,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::cold::s3::{S3ColdStore, S3Config};
+use crate::cold::s3::S3ColdStore;
 use crate::cold::{ColdError, ColdStore};
-
-/// Where a cluster node keeps its Raft snapshots when they live on S3.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SnapshotStoreConfig {
-    /// The cold tier's bucket and client, with the snapshot store's own timeout and retries.
-    pub s3: S3Config,
-    /// Key prefix of every node's directory (the cold root included).
-    pub prefix: String,
-}
+use crate::config::SnapshotStoreConfig;
 
 const REF_MAGIC: &[u8; 4] = b"UREF";
 

@@ -6,7 +6,7 @@
 //! that the shell fetches (and checks against the span's digest) outside
 //! the group's state.
 
-use crate::data::Boundary;
+use crate::boundary::Boundary;
 use crate::ids::StreamKey;
 use crate::incarnation::Incarnation;
 use crate::offset::Offset;

@@ -3,20 +3,9 @@
 
 use bytes::Bytes;
 
+use crate::boundary::Boundary;
 use crate::cold::{ColdCut, ColdSlice, ColdSpan};
 use crate::offset::Offset;
-
-/// Where a read may stop.
-#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Boundary {
-    /// Anywhere.
-    Byte,
-    /// Never inside a UTF-8 sequence (text SSE, base protocol §5.8).
-    Utf8,
-    /// Only after an LF that ends a JSON message; a message larger than the
-    /// limit is returned whole.
-    Message,
-}
 
 /// The appended bodies with the offset each starts at; one vector, so an
 /// idle stream with data costs one allocation. Below the hot chunks, the

@@ -10,12 +10,14 @@
 //! - `incarnation`, `snapshot`: stream tokens and application snapshots.
 //! - `command`, `outcome`: what goes in and what comes out.
 //! - `error_code`: the protocol's error codes, spelled once.
+//! - `boundary`: where a read may stop.
 //! - `data`: a stream's bytes as shared chunks.
 //! - `cold`: references into the cold tier, and cutting fetched cold bytes.
 //! - `store`: the streams of one group and `apply`.
 //! - `routing`: which group owns a stream; the voters and the gateway both
 //!   take it from here, so they cannot drift apart.
 
+pub mod boundary;
 pub mod cold;
 pub mod command;
 pub mod content_type;
@@ -33,12 +35,12 @@ pub mod snapshot;
 pub mod store;
 pub mod stream_seq;
 
+pub use boundary::Boundary;
 pub use cold::{ColdCut, ColdPiece, ColdSlice, ColdSpan, CommitCold};
 pub use command::{
     AdvanceRetention, AppendStream, ApplyCtx, Body, Command, CreateStream, DeleteStream, PublishSnapshot, RenewStream,
 };
 pub use content_type::ContentType;
-pub use data::Boundary;
 pub use error_code::ErrorCode;
 pub use ids::{BucketId, IdError, StreamId, StreamKey};
 pub use incarnation::Incarnation;

@@ -6,7 +6,7 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use ursula_stream::{ErrorCode, IdError, Rejection};
 
 use crate::backend::{BackendError, LeaderHint, PartsRefusal, Unavailable};
-use crate::headers::names;
+use crate::names;
 
 /// A refusal decided by the HTTP layer itself or handed up by the backend.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,6 +9,7 @@
 //! Module map:
 //! - `backend`: the `Backend` seam the handlers call, and its errors.
 //! - `front`: the `FrontDoor` hooks and the plain body reader.
+//! - `names`: the protocol's header names, defined once.
 //! - `route`, `query`, `headers`: typed parsing of requests.
 //! - `handlers`: one module per operation.
 //! - `error`: every refusal mapped once to status, code and headers.
@@ -24,6 +25,7 @@ pub mod front;
 pub mod handlers;
 pub mod headers;
 pub mod limits;
+pub mod names;
 pub mod ops;
 pub mod options;
 pub mod query;

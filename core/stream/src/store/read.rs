@@ -4,7 +4,7 @@
 //! the caller against the `StreamInfo` of the state that served it.
 
 use super::StreamStore;
-use crate::data::Boundary;
+use crate::boundary::Boundary;
 use crate::ids::StreamKey;
 use crate::offset::{Offset, ReadFrom};
 use crate::outcome::{BootstrapView, ReadView, Rejection, StreamInfo};

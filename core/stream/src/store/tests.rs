@@ -3,8 +3,8 @@
 use bytes::Bytes;
 
 use super::*;
+use crate::boundary::Boundary;
 use crate::command::{AppendStream, Body, CreateStream, DeleteStream, RenewStream};
-use crate::data::Boundary;
 use crate::lifetime::Lifetime;
 use crate::offset::{Offset, ReadFrom};
 use crate::outcome::AppendKind;

@@ -42,7 +42,7 @@ pub async fn bootstrap<B: Backend, T>(
         None => part("application/octet-stream", b""),
     }
     let stream_type = view.info.content_type.as_str();
-    let updates = super::read::concat(&view.updates);
+    let updates = super::bodies::concat(&view.updates);
     if view.info.content_type.is_json() {
         for message in updates.split(|&b| b == b'\n').filter(|m| !m.is_empty()) {
             part(stream_type, message);

@@ -7,8 +7,9 @@ use http::{Request, StatusCode};
 use ursula_stream::{Boundary, Incarnation, Offset, ReadFrom, ReadQuery, ReadView, StreamKey};
 
 use super::Shared;
+use super::bodies::concat;
 use super::head::check_expect;
-use super::read::{concat, none_match};
+use super::read::none_match;
 use super::snapshot::answer_snapshot;
 use crate::backend::{Backend, ReadSnapshot, ReadStream};
 use crate::error::ApiError;

@@ -5,6 +5,7 @@
 //! - `write`: create (`PUT`), append/close (`POST`), delete.
 //! - `head`: `HEAD` metadata.
 //! - `read`: catch-up and long-poll reads, ETags, gzip.
+//! - `bodies`: what reads share: their query, the cursor clock, framing.
 //! - `sse`: Server-Sent Events framing and the live loop.
 //! - `snapshot`: snapshot publish and read (with byte ranges), retention.
 //! - `parts`: snapshot upload in parts (stage, commit, discard).
@@ -12,6 +13,7 @@
 //! - `immutable`: the cacheable chunk and snapshot resources.
 //! - `ops`: `/__ursula/` operational endpoints.
 
+mod bodies;
 mod bootstrap;
 mod head;
 mod immutable;
@@ -101,6 +103,10 @@ where
         },
         Route::Sub(key, sub) => match sub {
             Sub::Snapshot(offset) => match *req.method() {
+                // A commit of parts assembles what was staged in the cold tier.
+                Method::PUT if req.headers().contains_key(crate::names::STREAM_SNAPSHOT_PARTS) => {
+                    parts::commit(&shared, key, &offset, req).await
+                }
                 Method::PUT => snapshot::publish(&shared, key, &offset, req).await,
                 Method::GET | Method::HEAD => {
                     leader_read(&shared, &key, &req).await?;

@@ -74,7 +74,7 @@ fn manifest(body: &[u8], count: usize) -> Result<Vec<String>, ApiError> {
 pub async fn commit<B, T>(
     shared: &Shared<B>,
     key: StreamKey,
-    offset: Offset,
+    raw_offset: &str,
     req: Request<T>,
 ) -> Result<Answer, ApiError>
 where
@@ -83,6 +83,7 @@ where
     T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let cold = shared.backend.parts().ok_or(ApiError::NoColdStore)?;
+    let offset = super::snapshot::offset(raw_offset)?;
     let h = req.headers();
     let count = part_count(h.get(names::STREAM_SNAPSHOT_PARTS).and_then(|v| v.to_str().ok()).unwrap_or_default())?;
     let digest = h

@@ -3,13 +3,14 @@
 
 use std::io::Write;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::header::{self, HeaderMap};
 use http::{Request, StatusCode};
-use ursula_stream::{Boundary, Incarnation, ReadFrom, ReadQuery, ReadView, Rejection, StreamKey};
+use ursula_stream::{Incarnation, ReadFrom, ReadView, Rejection, StreamKey};
 
+use super::bodies::{json_array, now_ms, query};
 use super::head::check_expect;
 use super::{Shared, sse};
 use crate::backend::{Backend, BackendError, ReadStream, WaitOutcome, WaitStream, WriteRoute};
@@ -68,19 +69,6 @@ fn needs_leader_confirmation<B: Backend>(
         Err(_) => false,
     };
     at_tail && shared.backend.leader_route(key) != WriteRoute::Local
-}
-
-pub fn query<B>(shared: &Shared<B>, from: ReadFrom, max_bytes: u64) -> ReadQuery {
-    ReadQuery {
-        from,
-        max_bytes,
-        boundary: Boundary::Byte,
-        whole_json_messages: shared.options.json_reads == JsonReads::Array,
-    }
-}
-
-pub fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 async fn long_poll<B: Backend>(
@@ -186,39 +174,6 @@ pub fn representation<B>(shared: &Shared<B>, view: &ReadView) -> (Vec<Bytes>, &'
         return (vec![json_array(&view.chunks)], "application/json");
     }
     (view.chunks.clone(), if json { "application/x-ndjson" } else { "" })
-}
-
-pub fn concat(chunks: &[Bytes]) -> Bytes {
-    match chunks {
-        [] => Bytes::new(),
-        [one] => one.clone(),
-        many => {
-            let mut out = BytesMut::with_capacity(many.iter().map(Bytes::len).sum());
-            for c in many {
-                out.extend_from_slice(c);
-            }
-            out.freeze()
-        }
-    }
-}
-
-/// Stored messages (each followed by LF) as one JSON array.
-pub fn json_array(chunks: &[Bytes]) -> Bytes {
-    let total: usize = chunks.iter().map(Bytes::len).sum();
-    let mut out = BytesMut::with_capacity(total + 2);
-    out.extend_from_slice(b"[");
-    let mut first = true;
-    for chunk in chunks {
-        for message in chunk.split(|&b| b == b'\n').filter(|m| !m.is_empty()) {
-            if !first {
-                out.extend_from_slice(b",");
-            }
-            first = false;
-            out.extend_from_slice(message);
-        }
-    }
-    out.extend_from_slice(b"]");
-    out.freeze()
 }
 
 fn data_answer<B>(

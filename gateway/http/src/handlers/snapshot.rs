@@ -13,7 +13,7 @@ use crate::error::ApiError;
 use crate::headers::{self, names};
 use crate::render::{self, Answer};
 
-fn offset(raw: &str) -> Result<Offset, ApiError> {
+pub(super) fn offset(raw: &str) -> Result<Offset, ApiError> {
     Offset::parse_token(raw).ok_or(ApiError::InvalidOffset)
 }
 
@@ -30,10 +30,6 @@ where
 {
     let offset = offset(raw_offset)?;
     let h = req.headers();
-    if h.contains_key(names::STREAM_SNAPSHOT_PARTS) {
-        // A commit of parts assembles what was staged in the cold tier.
-        return super::parts::commit(shared, key, offset, req).await;
-    }
     let content_type = headers::content_type(h)?.unwrap_or_else(ContentType::octet_stream);
     let expect = headers::incarnation(h)?;
     let upload = read_body(shared, req).await?;

@@ -16,8 +16,8 @@ use http_body_util::{BodyExt, StreamBody};
 use ursula_stream::{Incarnation, ReadFrom, ReadView, Rejection, StreamKey};
 
 use super::Shared;
+use super::bodies::{concat, json_array, now_ms, query};
 use super::head::check_expect;
-use super::read::{concat, json_array, now_ms, query};
 use crate::backend::{Backend, BackendError, ReadStream, WaitOutcome, WaitStream};
 use crate::cursor::next_cursor;
 use crate::error::ApiError;

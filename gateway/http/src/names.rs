@@ -1,0 +1,40 @@
+//! The protocol's header names, defined once (lowercase, as HTTP/2 sends
+//! them).
+
+pub const STREAM_NEXT_OFFSET: &str = "stream-next-offset";
+pub const STREAM_OFFSET: &str = "stream-offset";
+pub const STREAM_UP_TO_DATE: &str = "stream-up-to-date";
+pub const STREAM_CLOSED: &str = "stream-closed";
+pub const STREAM_CURSOR: &str = "stream-cursor";
+pub const STREAM_TTL: &str = "stream-ttl";
+pub const STREAM_EXPIRES_AT: &str = "stream-expires-at";
+pub const STREAM_SEQ: &str = "stream-seq";
+pub const STREAM_LAST_SEQ: &str = "stream-last-seq";
+pub const STREAM_SSE_DATA_ENCODING: &str = "stream-sse-data-encoding";
+pub const STREAM_DATA_CONTENT_TYPE: &str = "stream-data-content-type";
+pub const PRODUCER_ID: &str = "producer-id";
+pub const PRODUCER_EPOCH: &str = "producer-epoch";
+pub const PRODUCER_SEQ: &str = "producer-seq";
+pub const PRODUCER_EXPECTED_SEQ: &str = "producer-expected-seq";
+pub const PRODUCER_RECEIVED_SEQ: &str = "producer-received-seq";
+pub const PRODUCER_OUTCOME: &str = "producer-outcome";
+pub const PRODUCER_CLOSED_EPOCH: &str = "producer-closed-epoch";
+pub const PRODUCER_CLOSED_SEQ: &str = "producer-closed-seq";
+pub const PRODUCER_DIGEST: &str = "producer-digest";
+pub const URSULA_PROTOCOL: &str = "ursula-protocol";
+pub const STREAM_INCARNATION: &str = "stream-incarnation";
+pub const STREAM_RETAINED_OFFSET: &str = "stream-retained-offset";
+pub const STREAM_SNAPSHOT_OFFSET: &str = "stream-snapshot-offset";
+pub const STREAM_SNAPSHOT_DIGEST: &str = "stream-snapshot-digest";
+pub const STREAM_SNAPSHOT_PARTS: &str = "stream-snapshot-parts";
+pub const STREAM_IMMUTABLE: &str = "stream-immutable";
+pub const STREAM_READ_ORIGIN: &str = "stream-read-origin";
+pub const URSULA_CLUSTER_ID: &str = "ursula-cluster-id";
+pub const URSULA_MAX_REQUEST_BYTES: &str = "ursula-max-request-bytes";
+pub const URSULA_MAX_SNAPSHOT_BYTES: &str = "ursula-max-snapshot-bytes";
+pub const URSULA_MAX_STAGED_PARTS: &str = "ursula-max-staged-parts";
+pub const URSULA_MAX_STAGED_BYTES: &str = "ursula-max-staged-bytes";
+pub const STREAM_SNAPSHOT_PART: &str = "stream-snapshot-part";
+pub const RAFT_LEADER_ID: &str = "x-ursula-raft-leader-id";
+pub const RAFT_GROUP: &str = "x-ursula-raft-group";
+pub const RAFT_TERM: &str = "x-ursula-raft-term";
