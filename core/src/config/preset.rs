@@ -35,8 +35,8 @@ impl Preset {
         matches!(self, Preset::Default | Preset::Dev)
     }
 
-    /// The preset's layer. Keys of later issues (cold cache, flush sizes,
-    /// hot caps, the HTTP body budget) join these tables as they are built.
+    /// The preset's layer: the group count of each size (every other key
+    /// keeps its documented default).
     pub fn layer(self) -> &'static str {
         match self {
             Preset::Default | Preset::Dev => "",

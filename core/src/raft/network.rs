@@ -1,7 +1,7 @@
 //! The Raft network of a node without peers. A single-voter group never
 //! sends an RPC; should openraft try (a membership naming another node),
-//! the peer is reported unreachable. The cluster issue replaces this with
-//! the private gRPC transport.
+//! the peer is reported unreachable. A cluster uses the gRPC transport of
+//! `grpc` instead.
 
 use openraft::BasicNode;
 use openraft::error::{InstallSnapshotError, RPCError, RaftError, Unreachable};
