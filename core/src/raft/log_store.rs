@@ -23,9 +23,11 @@ struct LogInner {
     cache: VecDeque<(Entry, usize)>,
     cached_bytes: usize,
     budget: usize,
-    /// The highest index whose journal write completed: only those may
-    /// leave the cache, since only those can be read back from disk.
-    durable: u64,
+    /// The highest index whose journal write completed (None: none has):
+    /// only those may leave the cache, since only those can be read back
+    /// from disk. A truncate lowers it, as those writes were of the entries
+    /// it removed, not of what is re-appended at their indices.
+    durable: Option<u64>,
     last_log_id: Option<LogId>,
     last_purged: Option<LogId>,
     /// The index of the log's first entry: the log holds every index from
@@ -69,7 +71,7 @@ impl GroupLog {
             cache: VecDeque::new(),
             cached_bytes: 0,
             budget,
-            durable: 0,
+            durable: None,
             last_log_id: None,
             last_purged: None,
             start: 0,
@@ -95,7 +97,7 @@ impl GroupLog {
                 let entry = codec::decode_entry(&raw).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, &e))?;
                 inner.last_log_id = Some(entry.log_id);
                 inner.start = first;
-                inner.durable = last;
+                inner.durable = Some(last);
             }
         }
         Ok(GroupLog { group, wal, inner: Arc::new(Mutex::new(inner)) })
@@ -117,6 +119,69 @@ impl GroupLog {
                 io_err(subject(), ErrorVerb::Read, &std::io::Error::other("entry missing from the WAL"))
             })?;
         codec::decode_entry(&raw).map_err(|e| io_err(subject(), ErrorVerb::Read, &e))
+    }
+
+    /// `append` with any completion: openraft's `LogFlushed` cannot be
+    /// built outside openraft, so tests append through this.
+    fn append_then<I>(
+        &mut self,
+        entries: I,
+        done: impl FnOnce(Result<(), WalError>) + Send + 'static,
+    ) -> Result<(), StorageError>
+    where
+        I: IntoIterator<Item = Entry>,
+    {
+        let mut frames: Vec<(u64, Bytes)> = Vec::new();
+        let mut sync = false;
+        let mut inner = self.lock();
+        for entry in entries {
+            let raw = codec::encode_entry(&entry)
+                .map_err(|e| io_err(ErrorSubject::Log(entry.log_id), ErrorVerb::Write, &e))?;
+            // Membership batches are always fsynced (spec/07, raft.wal.fsync).
+            sync |= matches!(entry.payload, EntryPayload::Membership(_));
+            let index = entry.log_id.index;
+            // Not continuing the log: a new run begins, as in the WAL.
+            if index > next_index(inner.last_log_id) || index < inner.start {
+                inner.start = index;
+            }
+            while inner.cache.back().is_some_and(|(e, _)| e.log_id.index >= index) {
+                if let Some((_, len)) = inner.cache.pop_back() {
+                    inner.cached_bytes -= len;
+                }
+            }
+            if first_cached(&inner).is_some_and(|f| f + inner.cache.len() as u64 != index) {
+                // Not contiguous with what is cached: start the run afresh.
+                inner.cache.clear();
+                inner.cached_bytes = 0;
+            }
+            inner.cached_bytes += raw.len();
+            inner.bytes_since_purge += raw.len() as u64;
+            inner.last_log_id = Some(entry.log_id);
+            inner.cache.push_back((entry, raw.len()));
+            frames.push((index, raw));
+        }
+        let Some(&(last, _)) = frames.last() else {
+            drop(inner);
+            done(Ok(()));
+            return Ok(());
+        };
+        evict(&mut inner);
+        drop(inner);
+        let shared = self.inner.clone();
+        self.wal.append(
+            self.group,
+            frames,
+            sync,
+            Box::new(move |result| {
+                if result.is_ok() {
+                    let mut inner = shared.lock().unwrap_or_else(|p| p.into_inner());
+                    inner.durable = inner.durable.max(Some(last));
+                    evict(&mut inner);
+                }
+                done(result);
+            }),
+        );
+        Ok(())
     }
 }
 
@@ -199,57 +264,7 @@ impl RaftLogStorage<TypeConfig> for GroupLog {
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
-        let mut frames: Vec<(u64, Bytes)> = Vec::new();
-        let mut sync = false;
-        let mut inner = self.lock();
-        for entry in entries {
-            let raw = codec::encode_entry(&entry)
-                .map_err(|e| io_err(ErrorSubject::Log(entry.log_id), ErrorVerb::Write, &e))?;
-            // Membership batches are always fsynced (spec/07, raft.wal.fsync).
-            sync |= matches!(entry.payload, EntryPayload::Membership(_));
-            let index = entry.log_id.index;
-            // Not continuing the log: a new run begins, as in the WAL.
-            if index > next_index(inner.last_log_id) || index < inner.start {
-                inner.start = index;
-            }
-            while inner.cache.back().is_some_and(|(e, _)| e.log_id.index >= index) {
-                if let Some((_, len)) = inner.cache.pop_back() {
-                    inner.cached_bytes -= len;
-                }
-            }
-            if first_cached(&inner).is_some_and(|f| f + inner.cache.len() as u64 != index) {
-                // Not contiguous with what is cached: start the run afresh.
-                inner.cache.clear();
-                inner.cached_bytes = 0;
-            }
-            inner.cached_bytes += raw.len();
-            inner.bytes_since_purge += raw.len() as u64;
-            inner.last_log_id = Some(entry.log_id);
-            inner.cache.push_back((entry, raw.len()));
-            frames.push((index, raw));
-        }
-        let Some(&(last, _)) = frames.last() else {
-            drop(inner);
-            callback.log_io_completed(Ok(()));
-            return Ok(());
-        };
-        evict(&mut inner);
-        drop(inner);
-        let shared = self.inner.clone();
-        self.wal.append(
-            self.group,
-            frames,
-            sync,
-            Box::new(move |result| {
-                if result.is_ok() {
-                    let mut inner = shared.lock().unwrap_or_else(|p| p.into_inner());
-                    inner.durable = inner.durable.max(last);
-                    evict(&mut inner);
-                }
-                callback.log_io_completed(result.map_err(std::io::Error::other));
-            }),
-        );
-        Ok(())
+        self.append_then(entries, move |result| callback.log_io_completed(result.map_err(std::io::Error::other)))
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
@@ -277,9 +292,24 @@ impl RaftLogStorage<TypeConfig> for GroupLog {
             inner.last_log_id = before;
             inner.start = inner.start.min(next_index(before));
         }
-        completion(|done| self.wal.truncate(self.group, index, done))
-            .await
-            .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, &e))
+        let shared = self.inner.clone();
+        completion(|done| {
+            self.wal.truncate(
+                self.group,
+                index,
+                // Lowered on the writer thread: after every earlier append's
+                // completion raised it, before any later one's. Whatever the
+                // result, lowering it is safe.
+                Box::new(move |result| {
+                    let mut inner = shared.lock().unwrap_or_else(|p| p.into_inner());
+                    inner.durable = inner.durable.min(index.checked_sub(1));
+                    drop(inner);
+                    done(result);
+                }),
+            )
+        })
+        .await
+        .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, &e))
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
@@ -308,9 +338,96 @@ impl RaftLogStorage<TypeConfig> for GroupLog {
 fn evict(inner: &mut LogInner) {
     while inner.cached_bytes > inner.budget
         && let Some((e, len)) = inner.cache.front()
-        && e.log_id.index <= inner.durable
+        && inner.durable.is_some_and(|d| e.log_id.index <= d)
     {
         inner.cached_bytes -= *len;
         inner.cache.pop_front();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+
+    use openraft::entry::RaftEntry;
+    use openraft::{CommittedLeaderId, RaftLogReader};
+    use tokio::sync::oneshot;
+    use ursula_wal::{Fsync, MIN_SEGMENT_SIZE, WalOptions};
+
+    use super::*;
+
+    fn entry(term: u64, index: u64) -> Entry {
+        Entry::new_blank(LogId { leader_id: CommittedLeaderId::new(term, 0), index })
+    }
+
+    /// A group's log with no cache to speak of, on a fresh WAL.
+    fn open(dir: &std::path::Path) -> (Wal, GroupLog) {
+        let options = WalOptions { dir: dir.to_path_buf(), fsync: Fsync::Never, segment_size: MIN_SEGMENT_SIZE };
+        let (wal, _) = Wal::open(options).expect("a fresh WAL");
+        let log = GroupLog::recover(0, wal.clone(), None, 0).expect("an empty log");
+        (wal, log)
+    }
+
+    /// Appends and hands back the append's completion, not awaited.
+    fn append(log: &mut GroupLog, entries: Vec<Entry>) -> oneshot::Receiver<Result<(), WalError>> {
+        let (tx, rx) = oneshot::channel();
+        log.append_then(entries, move |r| drop(tx.send(r))).expect("the append");
+        rx
+    }
+
+    /// Holds the WAL's writer thread (in a callback of another group's
+    /// request) until the returned sender is dropped: later writes wait.
+    fn hold_writer(wal: &Wal) -> mpsc::Sender<()> {
+        let (held, is_held) = mpsc::channel();
+        let (release, released) = mpsc::channel::<()>();
+        wal.truncate(
+            1,
+            0,
+            Box::new(move |_| {
+                let _ = held.send(());
+                let _ = released.recv();
+            }),
+        );
+        is_held.recv().expect("the writer thread");
+        release
+    }
+
+    async fn terms(log: &mut GroupLog, range: std::ops::Range<u64>) -> Result<Vec<u64>, StorageError> {
+        Ok(log.try_get_log_entries(range).await?.iter().map(|e| e.log_id.leader_id.term).collect())
+    }
+
+    /// Entries re-appended after a truncate stay readable until their own
+    /// write completes: the truncated ones' completed writes do not count.
+    #[tokio::test]
+    async fn reappended_entries_stay_readable_before_their_write() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let (wal, mut log) = open(dir.path());
+        append(&mut log, (1..=3).map(|i| entry(1, i)).collect()).await.expect("the writer").expect("the write");
+        log.truncate(entry(1, 2).log_id).await.expect("the truncate");
+
+        let release = hold_writer(&wal);
+        let written = append(&mut log, (2..=3).map(|i| entry(2, i)).collect());
+        let read = terms(&mut log, 1..4).await;
+        drop(release);
+        assert_eq!(read.expect("a read while the write is pending"), [1, 2, 2]);
+        written.await.expect("the writer").expect("the write");
+        assert_eq!(terms(&mut log, 1..4).await.expect("a read from disk"), [1, 2, 2]);
+        wal.close().expect("closing the WAL");
+    }
+
+    /// A brand-new log's first entry, at index 0, is not taken as written.
+    #[tokio::test]
+    async fn a_first_entry_at_zero_stays_readable_before_its_write() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let (wal, mut log) = open(dir.path());
+
+        let release = hold_writer(&wal);
+        let written = append(&mut log, vec![entry(1, 0)]);
+        let read = terms(&mut log, 0..1).await;
+        drop(release);
+        assert_eq!(read.expect("a read while the write is pending"), [1]);
+        written.await.expect("the writer").expect("the write");
+        assert_eq!(terms(&mut log, 0..1).await.expect("a read from disk"), [1]);
+        wal.close().expect("closing the WAL");
     }
 }
