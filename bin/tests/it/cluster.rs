@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::support::Node;
-use crate::support::cluster::{Layout, Planes};
+use crate::support::cluster::{Layout, Planes, Writer};
 
 pub const S: &str = "/cluster/log";
 const TEXT: &str = "text/plain";
@@ -43,46 +43,31 @@ fn no_redirects() -> reqwest::Client {
         .expect("client")
 }
 
-/// Sends one producer append to each live node in turn, without following
-/// redirects, until the leader of the stream's group takes it; returns the
-/// leader's index. Every follower's answer must be a well-formed `307`.
+/// Sends producer append `seq` (producer `w`) to each live node in turn,
+/// without following redirects, until the leader of the stream's group
+/// takes it; returns the leader's index. Every follower's answer must be a
+/// well-formed `307`, and a `503` must carry `Retry-After`.
 pub async fn append(nodes: &[Option<Node>], seq: u64) -> usize {
-    let client = no_redirects();
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        for (i, node) in nodes.iter().enumerate() {
-            let Some(node) = node else { continue };
-            let sent = client
-                .post(node.url(S))
-                .header("content-type", TEXT)
-                .header("producer-id", "w")
-                .header("producer-epoch", "0")
-                .header("producer-seq", seq.to_string())
-                .body(record(seq))
-                .send()
-                .await;
-            let Ok(answer) = sent else { continue };
-            match answer.status().as_u16() {
-                200 | 204 => return i,
-                307 => {
-                    let h = answer.headers();
-                    let location = h.get("location").and_then(|v| v.to_str().ok()).expect("307 has a Location");
-                    let leader: usize = h
-                        .get("x-ursula-raft-leader-id")
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.parse().ok())
-                        .expect("307 names the leader");
-                    assert!(h.get("x-ursula-raft-group").is_some() && h.get("x-ursula-raft-term").is_some());
-                    assert!(location.ends_with(S), "{location}");
-                    assert_ne!(leader, i + 1, "a node redirected to itself");
-                }
-                503 => assert!(answer.headers().get("retry-after").is_some()),
-                other => panic!("append {seq} on node {}: {other}", i + 1),
+    let mut writer =
+        Writer::new(no_redirects(), S, "w", record).in_rounds(Duration::from_millis(100)).patience(PATIENCE);
+    writer
+        .write(nodes, seq, |i, answer| match answer.status().as_u16() {
+            307 => {
+                let h = answer.headers();
+                let location = h.get("location").and_then(|v| v.to_str().ok()).expect("307 has a Location");
+                let leader: usize = h
+                    .get("x-ursula-raft-leader-id")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse().ok())
+                    .expect("307 names the leader");
+                assert!(h.get("x-ursula-raft-group").is_some() && h.get("x-ursula-raft-term").is_some());
+                assert!(location.ends_with(S), "{location}");
+                assert_ne!(leader, i + 1, "a node redirected to itself");
             }
-        }
-        assert!(Instant::now() < deadline, "no node accepted append {seq}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+            503 => assert!(answer.headers().get("retry-after").is_some()),
+            other => panic!("append {seq} on node {}: {other}", i + 1),
+        })
+        .await
 }
 
 /// Waits until `node` serves exactly `expected` from its own replica.

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::support::Node;
-use crate::support::cluster::{Layout, Planes};
+use crate::support::cluster::{Layout, Planes, Writer};
 
 const S: &str = "/faults/log";
 const TEXT: &str = "text/plain";
@@ -170,40 +170,22 @@ async fn acknowledged_appends_survive_partitions_and_kills_and_reads_stay_linear
     let history = Arc::new(Mutex::new(History::default()));
     let stop = Arc::new(AtomicBool::new(false));
     let acked = Arc::new(AtomicU64::new(0));
-    // One producer writer: each seq is repeated (on any node) until it is acknowledged.
+    // One producer writer: each seq is repeated (on any node) until it is
+    // acknowledged, and its acknowledgement recorded, until `stop`.
     let writer = {
         let (urls, history, stop, acked) = (urls.clone(), history.clone(), stop.clone(), acked.clone());
         tokio::spawn(async move {
-            let http = client();
+            let mut producer = Writer::new(client(), S, "faults", record).pausing(Duration::from_millis(20));
             let mut seq = 0u64;
-            let mut turn = 0usize;
             while !stop.load(Ordering::SeqCst) {
-                let url = &urls[turn % urls.len()];
-                let sent = http
-                    .post(format!("{url}{S}"))
-                    .header("content-type", TEXT)
-                    .header("producer-id", "faults")
-                    .header("producer-epoch", "0")
-                    .header("producer-seq", seq.to_string())
-                    .body(record(seq))
-                    .send()
-                    .await;
-                match sent {
-                    Ok(r) if r.status() == 200 || r.status() == 204 => {
-                        seq += 1;
-                        acked.store(seq, Ordering::SeqCst);
-                        let len = seq as usize * record(0).len();
-                        history.lock().expect("history").acks.push((Instant::now(), len));
-                    }
-                    Ok(r) => {
-                        assert!(r.status() == 503 || r.status() == 307, "append {seq}: {}", r.status());
-                        turn += 1;
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
-                    Err(_) => {
-                        turn += 1;
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
+                let refused = |_, r: &reqwest::Response| {
+                    assert!(r.status() == 503 || r.status() == 307, "append {seq}: {}", r.status());
+                };
+                if producer.attempt(&urls, seq, refused).await.is_some() {
+                    seq += 1;
+                    acked.store(seq, Ordering::SeqCst);
+                    let len = seq as usize * record(0).len();
+                    history.lock().expect("history").acks.push((Instant::now(), len));
                 }
             }
             seq
@@ -299,30 +281,13 @@ async fn acknowledged_appends_survive_partitions_and_kills_and_reads_stay_linear
     eprintln!("{last} appends acknowledged, {} linearizable reads checked", h.reads.len());
 }
 
-/// Sends producer write `seq` of `path` to each node in turn, creating the
-/// stream first, until one takes it itself (no redirect followed): returns
-/// that node, the group's leader.
+/// Sends producer write `seq` of `path` (producer `p`) to each node in turn,
+/// creating the stream first, until one takes it itself (`http` follows no
+/// redirect): returns that node, the group's leader.
 async fn land(http: &reqwest::Client, urls: &[String], path: &str, seq: u64) -> usize {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        for (i, url) in urls.iter().enumerate() {
-            let _ = http.put(format!("{url}{path}")).header("content-type", TEXT).send().await;
-            let sent = http
-                .post(format!("{url}{path}"))
-                .header("content-type", TEXT)
-                .header("producer-id", "p")
-                .header("producer-epoch", "0")
-                .header("producer-seq", seq.to_string())
-                .body(record(seq))
-                .send()
-                .await;
-            if sent.is_ok_and(|r| r.status().is_success()) {
-                return i;
-            }
-        }
-        assert!(Instant::now() < deadline, "no leader took write {seq} of {path}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let writer = Writer::new(http.clone(), path, "p", record).creating();
+    let mut writer = writer.in_rounds(Duration::from_millis(100)).patience(PATIENCE);
+    writer.write(urls, seq, |_, _| {}).await
 }
 
 /// extensions §5.7: a leader that proposed a write and then lost its

@@ -1,7 +1,10 @@
 //! Write keys and typed answers (extensions §5, §5.8;
 //! spec/17-exactly-once-writes.md, spec/18-conditional-writes.md):
-//! receipts, repeats, claims that close an epoch, the producer `403`s,
-//! `Producer-Digest`, the 4,096-producer limit and `Stream-Seq` conflicts.
+//! receipts (of a close-only write too), repeats, claims that close an
+//! epoch, the producer `403`s, `Producer-Digest`, the 4,096-producer limit,
+//! `Stream-Seq` conflicts and their order with the producer checks. The
+//! base protocol's producer rules (header syntax, gaps, closes) are in
+//! `producers`.
 //!
 //! Not covered here: forgetting a producer after 7 idle days, the eviction
 //! of a producer idle for an hour past the 4,096 cap, and the epoch floor
@@ -48,7 +51,9 @@ async fn ext_5_3_a_new_write_answers_200_with_its_receipt() {
         .expect_header("stream-incarnation", &token)
         .expect_header("producer-epoch", "0")
         .expect_header("producer-seq", "0")
-        .expect_no_header("producer-outcome");
+        .expect_no_header("producer-outcome")
+        .expect_no_header("producer-closed-epoch")
+        .expect_no_header("stream-closed");
     node.post(S)
         .content_type(TEXT)
         .producer("p", 0, 1)
@@ -62,7 +67,7 @@ async fn ext_5_3_a_new_write_answers_200_with_its_receipt() {
 }
 
 /// §5.3: a repeat of the producer's newest write answers `204` with the
-/// same receipt, and applies nothing.
+/// same receipt and no body, and applies nothing.
 #[tokio::test]
 async fn ext_5_3_a_repeat_of_the_newest_write_answers_204_with_the_same_receipt() {
     let node = node_with_text_stream().await;
@@ -70,18 +75,15 @@ async fn ext_5_3_a_repeat_of_the_newest_write_answers_204_with_the_same_receipt(
     node.post(S).content_type(TEXT).producer("p", 0, 0).body("abc").send().await.expect(200);
     node.append(S, TEXT, "yy").await;
     for _ in 0..2 {
-        node.post(S)
-            .content_type(TEXT)
-            .producer("p", 0, 0)
-            .body("abc")
-            .send()
-            .await
+        let repeat = node.post(S).content_type(TEXT).producer("p", 0, 0).body("abc").send().await;
+        repeat
             .expect(204)
             .expect_header("stream-offset", &offset(2))
             .expect_header("stream-next-offset", &offset(5))
             .expect_header("producer-epoch", "0")
             .expect_header("producer-seq", "0")
             .expect_no_header("producer-outcome");
+        assert!(repeat.body.is_empty(), "{repeat:?}");
     }
     assert_eq!(node.read_all(S).await.text(), "xxabcyy");
 }
@@ -104,11 +106,32 @@ async fn ext_5_3_a_repeat_of_an_older_write_answers_204_receipt_evicted_without_
             .await
             .expect(204)
             .expect_header("producer-outcome", "receipt-evicted")
+            .expect_header("producer-epoch", "0")
             .expect_header("producer-seq", "2")
             .expect_no_header("stream-offset")
             .expect_no_header("stream-next-offset");
     }
     assert_eq!(node.read_all(S).await.text(), "abc");
+}
+
+/// §5.3: a close-only producer write answers `204` even when it applies
+/// now, with its receipt (an empty range at the tail) and `Stream-Closed`.
+#[tokio::test]
+async fn ext_5_3_a_close_only_write_answers_204_with_its_receipt_and_stream_closed() {
+    let node = node_with_text_stream().await;
+    node.post(S).content_type(TEXT).producer("p", 0, 0).body("abc").send().await.expect(200);
+    node.post(S)
+        .producer("p", 0, 1)
+        .closed()
+        .send()
+        .await
+        .expect(204)
+        .expect_header("stream-closed", "true")
+        .expect_header("producer-epoch", "0")
+        .expect_header("producer-seq", "1")
+        .expect_header("stream-offset", &offset(3))
+        .expect_header("stream-next-offset", &offset(3));
+    node.head(S).send().await.expect(200).expect_header("stream-closed", "true");
 }
 
 /// §5.3: a claim that closes an earlier epoch carries `Producer-Closed-Epoch`
@@ -128,6 +151,7 @@ async fn ext_5_3_a_claim_closing_an_epoch_reports_it_and_its_repeat_too() {
             .await
             .expect(status)
             .expect_header("producer-epoch", "3")
+            .expect_header("producer-seq", "0")
             .expect_header("producer-closed-epoch", "2")
             .expect_header("producer-closed-seq", "3")
             .expect_header("stream-offset", &offset(4))
@@ -182,25 +206,28 @@ async fn ext_5_3_a_write_of_the_closed_epoch_answers_403_epoch_closed_by_claim()
 }
 
 /// §5.3: a write of any other older epoch answers `403 PRODUCER_EPOCH_STALE`
-/// with `Producer-Epoch` and `Producer-Outcome: stale-epoch`, without
-/// closure headers.
+/// with `Producer-Epoch` (the current one) and `Producer-Outcome:
+/// stale-epoch`, without closure headers, whether or not it applied before.
 #[tokio::test]
 async fn ext_5_3_a_write_of_an_older_epoch_answers_403_stale_epoch() {
     let node = node_with_text_stream().await;
     for epoch in [0, 1, 2] {
         node.post(S).content_type(TEXT).producer("p", epoch, 0).body("x").send().await.expect(200);
     }
-    node.post(S)
-        .content_type(TEXT)
-        .producer("p", 0, 0)
-        .body("x")
-        .send()
-        .await
-        .expect_error(403, "PRODUCER_EPOCH_STALE")
-        .expect_header("producer-epoch", "2")
-        .expect_header("producer-outcome", "stale-epoch")
-        .expect_no_header("producer-closed-epoch")
-        .expect_no_header("producer-closed-seq");
+    // Seq 0 of epoch 0 applied before, seq 1 never did.
+    for seq in [0, 1] {
+        node.post(S)
+            .content_type(TEXT)
+            .producer("p", 0, seq)
+            .body("x")
+            .send()
+            .await
+            .expect_error(403, "PRODUCER_EPOCH_STALE")
+            .expect_header("producer-epoch", "2")
+            .expect_header("producer-outcome", "stale-epoch")
+            .expect_no_header("producer-closed-epoch")
+            .expect_no_header("producer-closed-seq");
+    }
     assert_eq!(node.read_all(S).await.text(), "xxx");
 }
 
@@ -256,8 +283,8 @@ async fn ext_5_2_another_identity_under_a_held_key_answers_403_key_conflict() {
 }
 
 /// §5.2 and §5.3 step 3: a repeat and a key conflict are decided by the
-/// headers alone; the body is never consulted, so the same key and digest
-/// with another body is a repeat with its receipt.
+/// headers alone; the body is never consulted, so the same key and digest,
+/// with the same body or another one, is a repeat with its receipt.
 #[tokio::test]
 async fn ext_5_2_a_repeat_is_decided_by_the_key_and_digest_not_the_body() {
     let node = node_with_text_stream().await;
@@ -270,16 +297,18 @@ async fn ext_5_2_a_repeat_is_decided_by_the_key_and_digest_not_the_body() {
         .send()
         .await
         .expect(200);
-    node.post(S)
-        .content_type(TEXT)
-        .producer("p", 0, 0)
-        .header("producer-digest", &digest)
-        .body("a different body")
-        .send()
-        .await
-        .expect(204)
-        .expect_header("stream-offset", &offset(0))
-        .expect_header("stream-next-offset", &offset(3));
+    for body in ["abc", "a different body"] {
+        node.post(S)
+            .content_type(TEXT)
+            .producer("p", 0, 0)
+            .header("producer-digest", &digest)
+            .body(body)
+            .send()
+            .await
+            .expect(204)
+            .expect_header("stream-offset", &offset(0))
+            .expect_header("stream-next-offset", &offset(3));
+    }
     assert_eq!(node.read_all(S).await.text(), "abc");
 }
 
@@ -492,4 +521,33 @@ async fn ext_5_8_other_409s_carry_no_stream_last_seq() {
         .await
         .expect_error(409, "STREAM_CLOSED")
         .expect_no_header("stream-last-seq");
+}
+
+/// §5.3 and §5.8: a producer repeat is recognized before the `Stream-Seq`
+/// check, so a retry whose `Stream-Seq` is no longer greater is still a
+/// duplicate (`204`).
+#[tokio::test]
+async fn ext_5_8_a_producer_repeat_is_decided_before_the_stream_seq_check() {
+    let node = node_with_text_stream().await;
+    node.post(S).content_type(TEXT).producer("p", 0, 0).header("stream-seq", "1").body("a").send().await.expect(200);
+    node.post(S).content_type(TEXT).header("stream-seq", "2").body("b").send().await.expect(204);
+    node.post(S).content_type(TEXT).producer("p", 0, 0).header("stream-seq", "1").body("a").send().await.expect(204);
+}
+
+/// §5.8: a producer write refused for its `Stream-Seq` uses up no producer
+/// seq: the same seq applies once its `Stream-Seq` is greater.
+#[tokio::test]
+async fn ext_5_8_a_stream_seq_conflict_uses_up_no_producer_seq() {
+    let node = node_with_text_stream().await;
+    node.post(S).content_type(TEXT).header("stream-seq", "5").body("a").send().await.expect(204);
+    node.post(S)
+        .content_type(TEXT)
+        .producer("p", 0, 0)
+        .header("stream-seq", "4")
+        .body("b")
+        .send()
+        .await
+        .expect_error(409, "STREAM_SEQ_CONFLICT");
+    node.post(S).content_type(TEXT).producer("p", 0, 0).header("stream-seq", "6").body("b").send().await.expect(200);
+    assert_eq!(node.read_all(S).await.text(), "ab");
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::cluster::wait_ready;
 use crate::support::Node;
-use crate::support::cluster::{Layout, Planes, gateway_args};
+use crate::support::cluster::{Layout, Planes, Target, Writer, gateway_args};
 
 pub(crate) const S: &str = "/gateway/log";
 pub(crate) const TEXT: &str = "text/plain";
@@ -28,33 +28,23 @@ pub(crate) fn no_redirects() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().redirect(policy).timeout(Duration::from_secs(15)).build().expect("client")
 }
 
+/// The producer `gw` of `S`, writing through gateways with `http`: after a
+/// refusal it pauses 50 ms and goes on to the next gateway.
+pub(crate) fn writer(http: reqwest::Client) -> Writer {
+    Writer::new(http, S, "gw", record).pausing(Duration::from_millis(50)).patience(PATIENCE)
+}
+
 /// Sends producer write `seq` through the gateways in turn until one
-/// acknowledges it (a repeat of an applied write is acknowledged too).
-pub(crate) async fn write(http: &reqwest::Client, gateways: &[String], seq: u64, turn: &mut usize) {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let url = &gateways[*turn % gateways.len()];
-        let sent = http
-            .post(format!("{url}{S}"))
-            .header("content-type", TEXT)
-            .header("producer-id", "gw")
-            .header("producer-epoch", "0")
-            .header("producer-seq", seq.to_string())
-            .body(record(seq))
-            .send()
-            .await;
-        match sent {
-            Ok(r) if r.status().is_success() => return,
-            Ok(r) => {
-                assert_ne!(r.status(), 307, "a gateway client saw a redirect");
-                assert!(r.status().is_server_error(), "write {seq}: {}", r.status());
-            }
-            Err(_) => {}
-        }
-        *turn += 1;
-        assert!(Instant::now() < deadline, "write {seq} never landed");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+/// acknowledges it (a repeat of an applied write is acknowledged too); a
+/// gateway never answers with a redirect, only with a `5xx` while it cannot
+/// reach a leader.
+pub(crate) async fn write(writer: &mut Writer, gateways: &[impl Target], seq: u64) {
+    writer
+        .write(gateways, seq, |_, r| {
+            assert_ne!(r.status(), 307, "a gateway client saw a redirect");
+            assert!(r.status().is_server_error(), "write {seq}: {}", r.status());
+        })
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -70,7 +60,7 @@ async fn two_gateways_carry_producer_writes_across_a_leader_kill_exactly_once() 
     let created = http.put(format!("{}{S}", urls(&gateways)[0])).header("content-type", TEXT).send().await;
     assert_eq!(created.expect("create").status(), 201);
 
-    let mut turn = 0;
+    let mut producer = writer(http.clone());
     for seq in 0..RECORDS {
         if seq == 20 {
             // Node 1 bootstrapped, and so leads, every group.
@@ -79,7 +69,7 @@ async fn two_gateways_carry_producer_writes_across_a_leader_kill_exactly_once() 
         if seq == 40 {
             gateways[0].take().expect("a gateway").kill9();
         }
-        write(&http, &urls(&gateways), seq, &mut turn).await;
+        write(&mut producer, &gateways, seq).await;
     }
 
     let expected: String = (0..RECORDS).map(record).collect();

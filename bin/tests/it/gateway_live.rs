@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::cluster::wait_ready;
-use crate::gateway::{S, TEXT, gateway, no_redirects, record, write};
+use crate::gateway::{S, TEXT, gateway, no_redirects, record, write, writer};
 use crate::support::Node;
 use crate::support::cluster::{Layout, Planes};
 use crate::support::sse_payload;
@@ -67,11 +67,10 @@ async fn sse_readers_share_one_upstream_watch_and_resume_across_a_leader_kill() 
     let gw = Arc::new(gateway(&layout));
     wait_ready(&gw).await;
     gw.create(S, TEXT).await;
-    let http = no_redirects();
+    let mut producer = writer(no_redirects());
     let urls = [gw.base().to_string()];
-    let mut turn = 0;
     for seq in 0..10 {
-        write(&http, &urls, seq, &mut turn).await;
+        write(&mut producer, &urls, seq).await;
     }
     let expected: String = (0..RECORDS).map(record).collect();
     let readers: Vec<_> = (0..READERS).map(|_| tokio::spawn(read_live(gw.clone(), expected.len()))).collect();
@@ -88,12 +87,12 @@ async fn sse_readers_share_one_upstream_watch_and_resume_across_a_leader_kill() 
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     for seq in 10..20 {
-        write(&http, &urls, seq, &mut turn).await;
+        write(&mut producer, &urls, seq).await;
     }
     // Node 1 bootstrapped, and so leads, every group.
     voters[0].take().expect("the leader").kill9();
     for seq in 20..RECORDS {
-        write(&http, &urls, seq, &mut turn).await;
+        write(&mut producer, &urls, seq).await;
     }
     for reader in readers {
         let seen = reader.await.expect("a reader");

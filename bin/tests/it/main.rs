@@ -1,5 +1,9 @@
-//! Integration tests of `ursula-core`: each test starts a real `ursula server`
-//! process on 127.0.0.1 with port 0 and talks HTTP to it, as a client would.
+//! Integration tests of the `ursula` binary's two front doors. By default a
+//! test's `Node` is the development node running inside the test process
+//! on 127.0.0.1 with port 0 (time behind a clock the test moves on); with
+//! `URSULA_TEST_ENGINE=raft` it is a Raft node process, with `=gateway` an
+//! `ursula gateway` process in front of three voters. Tests that need real
+//! processes (durability, clusters, gateways, the cold tier) start them.
 //! The base protocol's routes have one module each (`create` ... `json_modes`);
 //! the extensions (spec/42 and its API pages) have one `ext_*` module per
 //! section, and `docs_examples` runs the curl examples of docs/extensions.md.
@@ -25,7 +29,7 @@ mod create;
 // POST: appends, closes, Stream-Seq, JSON bodies, size limit.
 mod append;
 
-// POST with producer headers: claims, receipts, repeats, gaps, epochs, digests.
+// POST with producer headers, base protocol: header values, duplicates, seq gaps, new epochs, closes.
 mod producers;
 
 // GET: catch-up, long-poll and SSE reads, offsets, query parameters.

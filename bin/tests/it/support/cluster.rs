@@ -1,4 +1,7 @@
-//! Voter clusters on loopback: ports, WAL directories and config files.
+//! Voter clusters on loopback: ports, WAL directories and config files,
+//! and the producer that writes through a cluster's nodes (`Writer`).
+
+use std::time::{Duration, Instant};
 
 use super::Node;
 
@@ -126,4 +129,161 @@ pub fn gateway_args(layout: &Layout, extra: &[&str]) -> Vec<String> {
     }
     args.extend(extra.iter().map(|a| a.to_string()));
     args
+}
+
+/// A node a [`Writer`] writes through: its base URL, or `None` while it is
+/// down (a killed voter in a `[Option<Node>]`).
+pub trait Target {
+    fn base_url(&self) -> Option<&str>;
+}
+
+impl Target for String {
+    fn base_url(&self) -> Option<&str> {
+        Some(self)
+    }
+}
+
+impl Target for Option<Node> {
+    fn base_url(&self) -> Option<&str> {
+        self.as_ref().map(Node::base)
+    }
+}
+
+/// The writer loop of the cluster, fault and gateway tests: one producer
+/// (`Producer-Id: id`, `Producer-Epoch: 0`) appending to the stream `path`
+/// through whichever node of a cluster (a voter or a gateway) takes the
+/// write. Write `seq` is a `text/plain` `POST` of `record(seq)` with
+/// `Producer-Seq: seq`, so repeating it is safe; it goes out on the client
+/// the test gives, which follows redirects or not as the test needs.
+///
+/// [`Writer::attempt`] sends write `seq` once, to the node whose turn it is;
+/// [`Writer::write`] repeats it until it is acknowledged: `200`, or `204`
+/// for the repeat of a write that applied. Every other answer goes to the
+/// caller's `refused` check with the node's index, which asserts what the
+/// test allows (a well-formed `307`, a `503` ...). After a refusal, and
+/// after a node that is down or does not answer, the turn moves on to the
+/// next node. By default the writer pauses 50 ms after each refusal, starts
+/// a write at the node that took the last one, and never gives up.
+pub struct Writer {
+    http: reqwest::Client,
+    path: String,
+    id: String,
+    record: fn(u64) -> String,
+    /// The node of the next attempt: an index into the nodes, modulo their number.
+    turn: usize,
+    pause: Duration,
+    /// Each write sweeps the nodes from the first and pauses after a whole round.
+    rounds: bool,
+    patience: Option<Duration>,
+    /// `PUT` the stream before each attempt.
+    creates: bool,
+}
+
+impl Writer {
+    pub fn new(http: reqwest::Client, path: &str, id: &str, record: fn(u64) -> String) -> Writer {
+        Writer {
+            http,
+            path: path.into(),
+            id: id.into(),
+            record,
+            turn: 0,
+            pause: Duration::from_millis(50),
+            rounds: false,
+            patience: None,
+            creates: false,
+        }
+    }
+
+    /// Pauses `pause` after each refusal.
+    pub fn pausing(self, pause: Duration) -> Writer {
+        Writer { pause, rounds: false, ..self }
+    }
+
+    /// Starts each write at the first node and pauses `pause` only after a
+    /// round of all of them: the leader takes a write at once, and every
+    /// node before it answers (and is checked) on the way.
+    pub fn in_rounds(self, pause: Duration) -> Writer {
+        Writer { pause, rounds: true, ..self }
+    }
+
+    /// `write` panics when a write is not acknowledged within `patience`.
+    pub fn patience(self, patience: Duration) -> Writer {
+        Writer { patience: Some(patience), ..self }
+    }
+
+    /// `PUT`s the stream (`text/plain`, whatever the answer) before each
+    /// attempt, so the first write creates it on the node that leads.
+    pub fn creating(self) -> Writer {
+        Writer { creates: true, ..self }
+    }
+
+    /// Sends write `seq` once, to the next of `nodes` that is up. Returns
+    /// that node's index when it acknowledged the write; otherwise moves the
+    /// turn on, pauses, and returns `None`.
+    pub async fn attempt(
+        &mut self,
+        nodes: &[impl Target],
+        seq: u64,
+        mut refused: impl FnMut(usize, &reqwest::Response),
+    ) -> Option<usize> {
+        assert!(nodes.iter().any(|n| n.base_url().is_some()), "no node is up to take write {seq} of {}", self.path);
+        while nodes[self.turn % nodes.len()].base_url().is_none() {
+            self.move_on(nodes.len()).await;
+        }
+        let i = self.turn % nodes.len();
+        let url = format!("{}{}", nodes[i].base_url().expect("a node that is up"), self.path);
+        if self.creates {
+            let _ = self.http.put(&url).header("content-type", "text/plain").send().await;
+        }
+        let sent = self
+            .http
+            .post(&url)
+            .header("content-type", "text/plain")
+            .header("producer-id", &self.id)
+            .header("producer-epoch", "0")
+            .header("producer-seq", seq.to_string())
+            .body((self.record)(seq))
+            .send()
+            .await;
+        match sent {
+            Ok(answer) if matches!(answer.status().as_u16(), 200 | 204) => return Some(i),
+            Ok(answer) => refused(i, &answer),
+            Err(_) => {}
+        }
+        self.move_on(nodes.len()).await;
+        if !self.rounds {
+            tokio::time::sleep(self.pause).await;
+        }
+        None
+    }
+
+    /// Repeats write `seq` until one of `nodes` acknowledges it; returns
+    /// that node's index.
+    pub async fn write(
+        &mut self,
+        nodes: &[impl Target],
+        seq: u64,
+        mut refused: impl FnMut(usize, &reqwest::Response),
+    ) -> usize {
+        if self.rounds {
+            self.turn = 0;
+        }
+        let deadline = self.patience.map(|patience| (Instant::now() + patience, patience));
+        loop {
+            if let Some(i) = self.attempt(nodes, seq, &mut refused).await {
+                return i;
+            }
+            if let Some((deadline, patience)) = deadline {
+                assert!(Instant::now() < deadline, "no node took write {seq} of {} within {patience:?}", self.path);
+            }
+        }
+    }
+
+    /// Moves the turn to the next node; in rounds, pauses once all had theirs.
+    async fn move_on(&mut self, nodes: usize) {
+        self.turn += 1;
+        if self.rounds && self.turn.is_multiple_of(nodes) {
+            tokio::time::sleep(self.pause).await;
+        }
+    }
 }
