@@ -55,19 +55,24 @@ impl Node {
     /// With `URSULA_TEST_ENGINE=gateway` it is an `ursula gateway` (given
     /// `extra`) in front of three voters of their own.
     ///
-    /// Otherwise (the default) it is the development node inside the test
-    /// process, unless `extra` holds more than `--json-reads ndjson|array`.
+    /// With `URSULA_TEST_ENGINE=process` it is the development node as an
+    /// `ursula` process. Otherwise (the default) it is the development node
+    /// inside the test process, unless `extra` holds more than
+    /// `--json-reads ndjson|array`.
     pub fn start_with(extra: &[&str]) -> Node {
         if through_gateway() {
             return cluster::gateway_over_voters(extra);
         }
-        let raft = std::env::var("URSULA_TEST_ENGINE").is_ok_and(|e| e == "raft");
+        let engine = std::env::var("URSULA_TEST_ENGINE").unwrap_or_default();
+        let raft = engine == "raft";
+        // `process`: the development node as an `ursula` process, to compare.
+        let in_process = !raft && engine != "process";
         let json_reads = match extra {
             [] => Some(None),
             ["--json-reads", mode @ ("ndjson" | "array")] => Some(Some(*mode)),
             _ => None,
         };
-        if let (false, Some(json_reads)) = (raft, json_reads) {
+        if let (true, Some(json_reads)) = (in_process, json_reads) {
             let (node, addr) = InProcess::start(json_reads);
             return Node::at(Host::InProcess(node), addr, None);
         }

@@ -82,8 +82,8 @@ where
     T: http_body::Body<Data = Bytes> + Send + 'static,
     T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let cold = shared.backend.parts().ok_or(ApiError::NoColdStore)?;
     let offset = super::snapshot::offset(raw_offset)?;
+    let cold = shared.backend.parts().ok_or(ApiError::NoColdStore)?;
     let h = req.headers();
     let count = part_count(h.get(names::STREAM_SNAPSHOT_PARTS).and_then(|v| v.to_str().ok()).unwrap_or_default())?;
     let digest = h
