@@ -41,6 +41,9 @@ mod head;
 // DELETE, and what a deleted or expired stream answers afterwards.
 mod delete;
 
+// Cache-Control of every kind of answer: no-store, SSE no-cache and no-store.
+mod caching;
+
 // The error body of every refusal (extensions §11) and the routes' 404/405.
 mod errors;
 

@@ -16,6 +16,10 @@ use crate::options::Cors;
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 pub type Answer = Response<Body>;
 
+/// An SSE answer: `no-cache` for the base protocol (no proxy buffering),
+/// `no-store` as every node answer (0.8 release notes).
+pub const SSE_CACHE_CONTROL: &str = "no-cache, no-store";
+
 pub fn full(bytes: impl Into<Bytes>) -> Body {
     Full::new(bytes.into()).boxed_unsync()
 }
@@ -68,6 +72,9 @@ pub fn error(err: &ApiError, head: bool) -> Answer {
 /// node's permissive CORS.
 pub fn add_common_headers(response: &mut Answer, cors: &Cors, origin: Option<&str>) {
     let h = response.headers_mut();
+    // Every answer is `no-store` unless its handler said more (SSE adds
+    // `no-cache`); a gateway may relax marked immutable answers.
+    h.entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
     h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
     h.insert("cross-origin-resource-policy", HeaderValue::from_static("cross-origin"));
     if let Some(allowed) = cors.allow(origin).and_then(|a| HeaderValue::from_str(&a).ok()) {

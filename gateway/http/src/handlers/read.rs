@@ -188,11 +188,13 @@ fn data_answer<B>(
     let content_type = if json_type.is_empty() { view.info.content_type.as_str() } else { json_type };
     let gzip_eligible = !json_type.is_empty() && body_len >= GZIP_MIN_BYTES;
     let tag = etag(view, gzip_eligible);
-    let cache = if at_now { "no-store" } else { "public, max-age=60, stale-while-revalidate=300" };
+    // No answer of a node may be stored by a shared cache (extensions §4.3
+    // note, 0.8 release notes): it cannot tell a private stream from a public
+    // one. Relaxing it is the layer in front's decision.
     let mut b = render::builder(StatusCode::OK)
         .header(names::STREAM_NEXT_OFFSET, view.next.to_string())
         .header(names::STREAM_INCARNATION, view.info.incarnation.to_string())
-        .header(header::CACHE_CONTROL, cache);
+        .header(header::CACHE_CONTROL, "no-store");
     if !at_now {
         b = b.header(header::ETAG, tag.as_str());
     }

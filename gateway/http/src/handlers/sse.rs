@@ -72,7 +72,7 @@ pub async fn open<B: Backend>(
         Err(e @ BackendError::Rejected(Rejection::OffsetBeyondTail { .. })) => {
             let b = render::builder(StatusCode::OK)
                 .header(header::CONTENT_TYPE, "text/event-stream")
-                .header(header::CACHE_CONTROL, "no-cache");
+                .header(header::CACHE_CONTROL, render::SSE_CACHE_CONTROL);
             return Ok(render::finish(b, render::full(error_event(&ApiError::from(e)))));
         }
         Err(e) => return Err(e.into()),
@@ -97,7 +97,7 @@ pub async fn open<B: Backend>(
         if ct.is_json() && encoding == Encoding::Text { "application/x-ndjson".to_string() } else { ct.to_string() };
     let mut b = render::builder(StatusCode::OK)
         .header(header::CONTENT_TYPE, "text/event-stream")
-        .header(header::CACHE_CONTROL, "no-cache")
+        .header(header::CACHE_CONTROL, render::SSE_CACHE_CONTROL)
         .header(names::STREAM_DATA_CONTENT_TYPE, data_type)
         .header(names::STREAM_INCARNATION, view.info.incarnation.to_string());
     if encoding == Encoding::Base64 {
