@@ -406,3 +406,29 @@ async fn append_of_exactly_32_mib_is_accepted() {
         .expect(204)
         .expect_header("stream-next-offset", &offset(MAX_REQUEST_BYTES));
 }
+
+#[tokio::test]
+async fn a_text_stream_refuses_a_body_that_is_not_utf8_and_appends_nothing() {
+    // Base protocol §5.8 (SSE carries text/* as UTF-8 text), spec/27: 400.
+    let node = Node::start();
+    let invalid: &[u8] = &[b'o', b'k', 0xff, 0xfe];
+    node.put("/demo/bad").content_type("text/plain").body(invalid.to_vec()).send().await.expect_error(
+        400,
+        "INVALID_REQUEST",
+    );
+    node.head("/demo/bad").send().await.expect_head_error(404);
+    node.create("/demo/t", "text/plain; charset=utf-8").await;
+    node.post("/demo/t")
+        .content_type("text/plain; charset=utf-8")
+        .body(invalid.to_vec())
+        .send()
+        .await
+        .expect_error(400, "INVALID_REQUEST");
+    // A sequence cut in the middle is refused too; valid UTF-8 goes in.
+    node.post("/demo/t").content_type("text/plain; charset=utf-8").body(vec![0xe2, 0x82]).send().await.expect(400);
+    node.append("/demo/t", "text/plain; charset=utf-8", "€ ok").await;
+    assert_eq!(node.read_all("/demo/t").await.text(), "€ ok");
+    // Binary streams take any bytes.
+    node.create("/demo/b", "application/octet-stream").await;
+    node.append("/demo/b", "application/octet-stream", invalid.to_vec()).await;
+}

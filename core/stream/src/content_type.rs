@@ -69,6 +69,11 @@ impl ContentType {
         self.essence() == "application/json"
     }
 
+    /// `text/*`: bodies must be UTF-8 (base protocol §5.8, spec/27).
+    pub fn is_text_family(&self) -> bool {
+        self.essence().starts_with("text/")
+    }
+
     /// Streams whose SSE data travels as UTF-8 text rather than base64.
     pub fn is_text(&self) -> bool {
         self.is_json() || self.essence().starts_with("text/")

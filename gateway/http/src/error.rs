@@ -29,6 +29,8 @@ pub enum ApiError {
     NoColdStore,
     /// A commit of parts whose manifest does not match `Stream-Snapshot-Parts`.
     InvalidPartsCommit,
+    /// A `text/*` body that is not UTF-8.
+    InvalidUtf8,
     /// A byte range that starts at or past the end of a snapshot.
     RangeNotSatisfiable {
         total: u64,
@@ -180,6 +182,9 @@ impl ApiError {
             ApiError::Admin { status, code, message } => ErrorAnswer::new(*status, *code, *message),
             ApiError::Backend(BackendError::Rejected(r)) => rejection_answer(r),
             ApiError::Backend(BackendError::Parts(r)) => parts_answer(r),
+            ApiError::InvalidUtf8 => {
+                ErrorAnswer::new(S::BAD_REQUEST, ErrorCode::InvalidRequest, "a text/* body must be valid UTF-8")
+            }
             ApiError::InvalidPartsCommit => ErrorAnswer::new(
                 S::BAD_REQUEST,
                 ErrorCode::InvalidPartsCommit,

@@ -34,6 +34,7 @@ where
     let location = absolute_url(h, req.uri());
     let upload = read_body(shared, req).await?;
     let raw = upload.bytes.clone();
+    text_is_utf8(Some(&content_type), &raw)?;
     let body = Body::prepare(Some(&content_type), raw);
     let ok =
         shared.backend.create(CreateStream { key, content_type, lifetime, closed, stream_seq, body, expect }).await?;
@@ -66,11 +67,22 @@ where
         let matches_body = *blake3::hash(&raw).as_bytes() == claimed;
         producer.digest = Some(WriteDigest { claimed, matches_body });
     }
+    text_is_utf8(content_type.as_ref(), &raw)?;
     let body = Body::prepare(content_type.as_ref(), raw);
     let has_body = !body.is_empty();
     let ok =
         shared.backend.append(AppendStream { key, content_type, body, close, stream_seq, producer, expect }).await?;
     Ok(append_answer(&ok, has_body))
+}
+
+/// A `text/*` body must be UTF-8 (base protocol §5.8: SSE carries it as
+/// text; spec/27: `400`). Checked before anything is proposed, so a log
+/// written before the rule replays as it applied.
+fn text_is_utf8(content_type: Option<&ContentType>, raw: &Bytes) -> Result<(), ApiError> {
+    match content_type {
+        Some(ct) if ct.is_text_family() && std::str::from_utf8(raw).is_err() => Err(ApiError::InvalidUtf8),
+        _ => Ok(()),
+    }
 }
 
 fn append_answer(ok: &AppendOk, has_body: bool) -> Answer {
