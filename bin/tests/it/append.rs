@@ -412,10 +412,12 @@ async fn a_text_stream_refuses_a_body_that_is_not_utf8_and_appends_nothing() {
     // Base protocol §5.8 (SSE carries text/* as UTF-8 text), spec/27: 400.
     let node = Node::start();
     let invalid: &[u8] = &[b'o', b'k', 0xff, 0xfe];
-    node.put("/demo/bad").content_type("text/plain").body(invalid.to_vec()).send().await.expect_error(
-        400,
-        "INVALID_REQUEST",
-    );
+    node.put("/demo/bad")
+        .content_type("text/plain")
+        .body(invalid.to_vec())
+        .send()
+        .await
+        .expect_error(400, "INVALID_REQUEST");
     node.head("/demo/bad").send().await.expect_head_error(404);
     node.create("/demo/t", "text/plain; charset=utf-8").await;
     node.post("/demo/t")

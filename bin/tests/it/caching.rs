@@ -24,7 +24,8 @@ async fn every_kind_of_answer_is_no_store() {
     answers.push(("read from an offset 200", node.get(&format!("{S}?offset={}", offset(2))).send().await));
     answers.push(("read at the tail 200", node.get(&format!("{S}?offset={}", offset(6))).send().await));
     let tag = node.get(&format!("{S}?offset=-1")).send().await.must("etag").to_string();
-    answers.push(("revalidated read 304", node.get(&format!("{S}?offset=-1")).header("if-none-match", &tag).send().await));
+    answers
+        .push(("revalidated read 304", node.get(&format!("{S}?offset=-1")).header("if-none-match", &tag).send().await));
     answers.push((
         "long-poll timeout 204",
         node.get(&format!("{S}?offset={}&live=long-poll&timeout_ms=10", offset(6))).send().await,

@@ -4,7 +4,7 @@
 
 use reqwest::Method;
 
-use crate::support::{Answer, MAX_REQUEST_BYTES, Node, offset};
+use crate::support::{Answer, Checks, MAX_REQUEST_BYTES, Node, offset};
 
 /// A node with one stream in each state the refusals below need.
 async fn node_with_fixtures() -> Node {
@@ -125,4 +125,52 @@ async fn error_messages_do_not_echo_the_request_body() {
     answer.expect(400);
     answer.error_code();
     assert!(!answer.text().contains(marker), "the message echoes the body:\n{answer:?}");
+}
+
+/// Issue 17: a protocol header or query parameter sent twice makes a
+/// request ambiguous (a proxy taking the last would disagree with us on a
+/// write key): `400` naming it, and nothing is written.
+#[tokio::test]
+async fn a_repeated_protocol_header_or_query_parameter_is_refused() {
+    let node = Node::start();
+    node.create("/demo/dup", "text/plain").await;
+    let mut checks = Checks::new();
+    for name in ["producer-seq", "stream-seq", "content-type", "producer-epoch", "stream-closed"] {
+        let (first, second) = match name {
+            "content-type" => ("text/plain", "application/json"),
+            "stream-closed" => ("true", "false"),
+            _ => ("1", "2"),
+        };
+        let mut req = node.post("/demo/dup").header("producer-id", "p");
+        if name != "producer-epoch" {
+            req = req.header("producer-epoch", "0");
+        }
+        if name != "producer-seq" {
+            req = req.header("producer-seq", "0");
+        }
+        if name != "content-type" {
+            req = req.content_type("text/plain");
+        }
+        let answer = req.header(name, first).header(name, second).body("x").send().await;
+        checks.run(name, || {
+            answer.expect_error(400, "INVALID_HEADER");
+            let message = answer.json()["error"]["message"].as_str().unwrap_or_default().to_string();
+            assert!(message.contains(name), "the message names {name}: {message}");
+        });
+    }
+    for query in [
+        "offset=-1&offset=-1",
+        "offset=-1&live=long-poll&live=sse",
+        "offset=-1&consistency=leader&live=sse&consistency=local",
+        "offset=-1&max_bytes=1&max_bytes=2",
+    ] {
+        let answer = node.get(&format!("/demo/dup?{query}")).send().await;
+        checks.run(query, || {
+            assert_eq!(answer.status.as_u16(), 400, "{answer:?}");
+            let code = answer.error_code();
+            assert!(code == "INVALID_QUERY" || code == "INVALID_OFFSET", "{answer:?}");
+        });
+    }
+    checks.finish();
+    assert_eq!(node.tail("/demo/dup").await, offset(0), "nothing was written");
 }

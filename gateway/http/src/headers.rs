@@ -10,6 +10,33 @@ use crate::error::ApiError;
 
 pub use crate::names;
 
+/// Request headers that carry one value. Two of them make a request
+/// ambiguous (a proxy that takes the last would disagree with us on a write
+/// key), so a repeat is refused before anything else is read.
+const SINGLE_VALUED: &[&str] = &[
+    "content-type",
+    "range",
+    names::PRODUCER_ID,
+    names::PRODUCER_EPOCH,
+    names::PRODUCER_SEQ,
+    names::PRODUCER_DIGEST,
+    names::STREAM_SEQ,
+    names::STREAM_TTL,
+    names::STREAM_EXPIRES_AT,
+    names::STREAM_CLOSED,
+    names::STREAM_INCARNATION,
+    names::STREAM_SNAPSHOT_PARTS,
+    names::STREAM_SNAPSHOT_DIGEST,
+];
+
+/// `400 INVALID_HEADER` naming the first protocol header sent twice.
+pub fn refuse_duplicates(h: &HeaderMap) -> Result<(), ApiError> {
+    match SINGLE_VALUED.iter().find(|name| h.get_all(**name).iter().nth(1).is_some()) {
+        Some(name) => Err(ApiError::InvalidHeader(format!("{name} appears more than once"))),
+        None => Ok(()),
+    }
+}
+
 /// The value of a header as text; a value that is not visible ASCII is malformed.
 fn text<'a>(headers: &'a HeaderMap, name: &'static str) -> Result<Option<&'a str>, ApiError> {
     match headers.get(name) {

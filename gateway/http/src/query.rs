@@ -1,10 +1,14 @@
 //! Query parameters of a stream read. Unknown parameters are ignored, as the
-//! base protocol says; a repeated `offset` is malformed.
+//! base protocol says; a known one given twice makes the read ambiguous and
+//! is refused (`offset` as `INVALID_OFFSET`, the others as `INVALID_QUERY`).
 
 use ursula_stream::ReadFrom;
 
 use crate::error::ApiError;
 use crate::limits::{DEFAULT_LONG_POLL_MS, MAX_LONG_POLL_MS, MAX_RESPONSE_BYTES};
+
+/// The parameters a read takes; each at most once.
+const KNOWN: &[&str] = &["offset", "live", "cursor", "timeout_ms", "max_bytes", "consistency"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LiveMode {
@@ -28,19 +32,24 @@ pub struct ReadParams {
 impl ReadParams {
     pub fn parse(query: Option<&str>) -> Result<ReadParams, ApiError> {
         let mut offset: Option<ReadFrom> = None;
-        let mut seen_offset = false;
+        let mut seen: Vec<String> = Vec::new();
         let mut live = LiveMode::CatchUp;
         let mut cursor = None;
         let mut timeout_ms = DEFAULT_LONG_POLL_MS;
         let mut max_bytes = MAX_RESPONSE_BYTES;
         let mut consistency_leader = false;
         for (name, value) in pairs(query.unwrap_or("")) {
+            if KNOWN.contains(&name.as_str()) {
+                if seen.contains(&name) {
+                    return Err(match name.as_str() {
+                        "offset" => ApiError::InvalidOffset,
+                        _ => ApiError::InvalidQuery(format!("{name} appears more than once")),
+                    });
+                }
+                seen.push(name.clone());
+            }
             match name.as_str() {
                 "offset" => {
-                    if seen_offset {
-                        return Err(ApiError::InvalidOffset);
-                    }
-                    seen_offset = true;
                     offset = Some(ReadFrom::parse(&value).ok_or(ApiError::InvalidOffset)?);
                 }
                 "live" => {
@@ -119,6 +128,11 @@ mod tests {
             "live=long-poll",
             "live=x&offset=-1",
             "offset=-1&consistency=leader&live=sse",
+            "offset=-1&consistency=leader&live=sse&consistency=local",
+            "offset=-1&live=sse&live=long-poll",
+            "offset=-1&max_bytes=1&max_bytes=2",
+            "offset=-1&timeout_ms=1&timeout_ms=2",
+            "offset=-1&cursor=a&cursor=b",
             "consistency=weird",
         ] {
             assert!(ReadParams::parse(Some(bad)).is_err(), "{bad}");

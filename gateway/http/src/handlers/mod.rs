@@ -81,6 +81,7 @@ where
     T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let routed = route(req.uri().path())?;
+    crate::headers::refuse_duplicates(req.headers())?;
     if let Some(key) = write_target(&routed, req.method()) {
         route_write(&shared, key, &req)?;
     }
