@@ -61,6 +61,8 @@ pub async fn append(nodes: &[Option<Node>], seq: u64) -> usize {
                     .and_then(|v| v.parse().ok())
                     .expect("307 names the leader");
                 assert!(h.get("x-ursula-raft-group").is_some() && h.get("x-ursula-raft-term").is_some());
+                // A redirect is no error answer (extensions §11): no JSON body, no code.
+                assert!(h.get("content-type").is_none(), "a 307 carries no error body: {h:?}");
                 assert!(location.ends_with(S), "{location}");
                 assert_ne!(leader, i + 1, "a node redirected to itself");
             }

@@ -174,3 +174,50 @@ async fn a_repeated_protocol_header_or_query_parameter_is_refused() {
     checks.finish();
     assert_eq!(node.tail("/demo/dup").await, offset(0), "nothing was written");
 }
+
+/// Issue 17, finding 6: `405` names what the path takes (RFC 9110
+/// §15.5.6); an unknown operational path is `404` whatever the method.
+#[tokio::test]
+async fn a_405_carries_allow_and_unknown_operational_paths_are_404() {
+    let node = Node::start();
+    node.create("/demo/s", "text/plain").await;
+    let cases = [
+        ("/demo/s", "GET, HEAD, PUT, POST, DELETE, OPTIONS"),
+        ("/demo", "PUT, OPTIONS"),
+        ("/demo/s/bootstrap", "GET, OPTIONS"),
+        ("/__ursula/metrics", "GET, HEAD"),
+    ];
+    for (path, allow) in cases {
+        node.request(Method::PATCH, path)
+            .send()
+            .await
+            .expect_error(405, "METHOD_NOT_ALLOWED")
+            .expect_header("allow", allow);
+    }
+    node.post("/__ursula/purge/demo").send().await.expect_error(404, "NOT_FOUND");
+    node.get("/__ursula/nothing").send().await.expect_error(404, "NOT_FOUND");
+}
+
+/// Issue 17, finding 6: `%` that is no escape is malformed (`/demo/%` and
+/// `/demo/%25` must not name one stream); HTTP/1.1 needs `Host`; a
+/// `Content-Type` has a length bound.
+#[tokio::test]
+async fn malformed_escapes_a_missing_host_and_a_huge_content_type_answer_400() {
+    let node = Node::start();
+    for path in ["/demo/%", "/demo/a%2", "/demo/%zz"] {
+        node.put(path).content_type("text/plain").send().await.expect_error(400, "INVALID_REQUEST");
+    }
+    node.put("/demo/%25").content_type("text/plain").send().await.expect(201);
+    node.get("/demo/%25?offset=-1").send().await.expect(200);
+
+    let addr = node.base().trim_start_matches("http://").to_string();
+    let mut tcp = tokio::net::TcpStream::connect(&addr).await.expect("connecting");
+    use tokio::io::AsyncWriteExt;
+    tcp.write_all(b"GET /demo/%25?offset=-1 HTTP/1.1\r\nConnection: close\r\n\r\n").await.expect("writing");
+    let (status, _, body) = crate::support::read_raw_response(&mut tcp).await;
+    assert_eq!(status.as_u16(), 400, "{}", String::from_utf8_lossy(&body));
+
+    let long = format!("text/plain; x={}", "a".repeat(300));
+    node.put("/demo/long").content_type(&long).send().await.expect_error(400, "INVALID_HEADER");
+    node.head("/demo/long").send().await.expect_head_error(404);
+}

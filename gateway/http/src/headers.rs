@@ -58,6 +58,9 @@ pub fn stream_closed(headers: &HeaderMap) -> bool {
 }
 
 /// `Content-Type` of a request; a value that is no MIME type is malformed.
+/// The longest `Content-Type` a stream takes.
+pub const MAX_CONTENT_TYPE_BYTES: usize = 256;
+
 pub fn content_type(headers: &HeaderMap) -> Result<Option<ContentType>, ApiError> {
     match headers.get(http::header::CONTENT_TYPE) {
         None => Ok(None),
@@ -65,6 +68,12 @@ pub fn content_type(headers: &HeaderMap) -> Result<Option<ContentType>, ApiError
             let raw = v.to_str().map_err(|_| ApiError::InvalidHeader("content-type is not visible ASCII".into()))?;
             if raw.trim().is_empty() {
                 return Ok(None);
+            }
+            // The stream keeps it and echoes it on every answer.
+            if raw.len() > MAX_CONTENT_TYPE_BYTES {
+                return Err(ApiError::InvalidHeader(format!(
+                    "content-type is longer than {MAX_CONTENT_TYPE_BYTES} bytes"
+                )));
             }
             ContentType::parse(raw)
                 .map(Some)

@@ -57,6 +57,12 @@ pub fn finish(builder: http::response::Builder, body: Body) -> Answer {
 /// The JSON error answer of a refusal; `HEAD` gets the headers and no body.
 pub fn error(err: &ApiError, head: bool) -> Answer {
     let answer = err.answer();
+    // A redirect is no error answer (extensions §11): no body, no code.
+    if answer.status.is_redirection() {
+        let mut response = finish(builder(answer.status).header(header::CACHE_CONTROL, "no-store"), empty());
+        response.headers_mut().extend(answer.headers);
+        return response;
+    }
     let body = if head { empty() } else { full(answer.body()) };
     let mut response = finish(
         builder(answer.status)

@@ -78,6 +78,16 @@ fn key(bucket: &str, stream: &str) -> Result<StreamKey, ApiError> {
 }
 
 fn decode(segment: &str) -> Result<String, ApiError> {
+    // `%` not followed by two hex digits is no escape: decoding it as itself
+    // would make `/demo/%` and `/demo/%25` one stream.
+    let bytes = segment.as_bytes();
+    let malformed = bytes
+        .iter()
+        .enumerate()
+        .any(|(i, b)| *b == b'%' && !bytes.get(i + 1..i + 3).is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)));
+    if malformed {
+        return Err(ApiError::InvalidRequest("a path segment holds a malformed percent-escape"));
+    }
     percent_encoding::percent_decode_str(segment)
         .decode_utf8()
         .map(|s| s.into_owned())
@@ -104,5 +114,9 @@ mod tests {
         assert!(matches!(route("/Demo"), Err(ApiError::InvalidId(_))));
         assert!(matches!(route("/demo/%24x"), Err(ApiError::InvalidId(_))));
         assert!(matches!(route("/demo/%FF"), Err(ApiError::InvalidRequest(_))));
+        for malformed in ["/demo/%", "/demo/a%2", "/demo/%zz", "/%/s", "/demo/s/snapshot/%"] {
+            assert!(matches!(route(malformed), Err(ApiError::InvalidRequest(_))), "{malformed}");
+        }
+        assert!(matches!(route("/demo/%25"), Ok(Route::Stream(k)) if k.stream.as_str() == "%"));
     }
 }

@@ -60,11 +60,18 @@ where
     let req = Request::from_parts(parts, body);
     let origin = req.headers().get(http::header::ORIGIN).cloned();
     let options = shared.clone();
+    let path = req.uri().path().to_owned();
     let mut answer = if req.method() == Method::OPTIONS {
         render::preflight()
+    } else if req.version() == http::Version::HTTP_11 && !req.headers().contains_key(http::header::HOST) {
+        // RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without Host.
+        render::error(&ApiError::InvalidRequest("an HTTP/1.1 request needs a Host header"), head)
     } else {
         dispatch(shared, req).await.unwrap_or_else(|e| render::error(&e, head))
     };
+    if answer.status() == StatusCode::METHOD_NOT_ALLOWED {
+        answer.headers_mut().insert(http::header::ALLOW, http::HeaderValue::from_static(allowed_methods(&path)));
+    }
     let origin = origin.as_ref().and_then(|o| o.to_str().ok());
     render::add_common_headers(&mut answer, &options.options.cors, origin);
     let status = answer.status();
@@ -141,6 +148,25 @@ where
             }
         },
         Route::Ops(path) => ops::ops(&shared, &path, req.method()).await,
+    }
+}
+
+/// The `Allow` of a `405` (RFC 9110 §15.5.6): the methods the path takes.
+fn allowed_methods(path: &str) -> &'static str {
+    match route(path) {
+        Ok(Route::Bucket(_)) => "PUT, OPTIONS",
+        Ok(Route::Stream(_)) => "GET, HEAD, PUT, POST, DELETE, OPTIONS",
+        Ok(Route::Sub(_, sub)) => match sub {
+            Sub::Snapshot(_) => "GET, HEAD, PUT, OPTIONS",
+            Sub::SnapshotParts(_) => "POST, OPTIONS",
+            Sub::DiscardParts => "DELETE, OPTIONS",
+            Sub::Retention(_) => "PUT, OPTIONS",
+            Sub::Bootstrap => "GET, OPTIONS",
+            Sub::Chunk { .. } | Sub::ImmutableSnapshot { .. } => "GET, HEAD, OPTIONS",
+            Sub::SnapshotLatest => "OPTIONS",
+        },
+        Ok(Route::Ops(_)) => "GET, HEAD",
+        Err(_) => "OPTIONS",
     }
 }
 

@@ -10,6 +10,10 @@ use crate::ops::{metrics_answer, ready_answer};
 use crate::render::Answer;
 
 pub async fn ops<B: Backend>(shared: &Shared<B>, path: &str, method: &Method) -> Result<Answer, ApiError> {
+    // An unknown operational path is `404` whatever the method.
+    if !matches!(path, "ready" | "metrics" | "gateway/metrics") {
+        return Err(ApiError::NotFound);
+    }
     if method != Method::GET && method != Method::HEAD {
         return Err(ApiError::MethodNotAllowed);
     }
