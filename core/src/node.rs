@@ -139,13 +139,15 @@ async fn serve<E: GroupEngine>(
         workers: config.core_count,
         cors: ursula_http::Cors::AnyOrigin,
         max_request_bytes: ursula_http::limits::MAX_REQUEST_BYTES,
+        connections: config.connections,
     };
     let workers = options.workers;
-    let surface = Surface::new(backend, options, Arc::new(PlainFrontDoor));
+    let surface = Surface::new(backend, options, Arc::new(PlainFrontDoor { pace: config.body_pace }));
     // Tests and scripts read the bound address from this line.
     println!("ursula listening on http://{address}");
     std::io::stdout().flush()?;
-    let served = ursula_http::serve(listener, workers, crate::mux::service(surface, routes), shutdown).await;
+    let mux = crate::mux::service(surface, routes);
+    let served = ursula_http::serve(listener, workers, config.connections, mux, shutdown).await;
     sweeper.abort();
     if let Some(admin) = admin {
         admin.abort();

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use clap::Args;
-use ursula_http::{Cors, JsonReads};
+use ursula_http::{ConnectionLimits, Cors, JsonReads};
 
 use crate::GatewayConfig;
 use crate::immutable_cache::CacheOptions;
@@ -59,6 +59,14 @@ pub struct GatewayArgs {
     /// The slowest body rate taken over one stall window.
     #[arg(long, default_value_t = 1024)]
     pub body_min_bytes_per_sec: u64,
+    /// How long a request head may take to arrive before the connection is
+    /// closed (slow clients), e.g. `10s`.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub header_read_timeout: Duration,
+    /// How long a connection may stay open with no request in flight; a
+    /// live read (SSE, long-poll) is never idle.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -94,6 +102,10 @@ impl GatewayArgs {
             cors: Cors::from_flags(&self.cors_allowed_origins),
             max_request_bytes: self.max_request_body_bytes,
             uploads,
+            connections: ConnectionLimits {
+                header_read_timeout: self.header_read_timeout,
+                idle_timeout: self.idle_timeout,
+            },
         };
         config.validate()?;
         Ok(config)

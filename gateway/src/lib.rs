@@ -24,7 +24,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use ursula_http::{Cors, HttpOptions, JsonReads, Surface};
+use ursula_http::{ConnectionLimits, Cors, HttpOptions, JsonReads, Surface};
 
 use crate::front::GatewayFront;
 use crate::immutable_cache::{CacheOptions, ImmutableCache};
@@ -47,6 +47,8 @@ pub struct GatewayConfig {
     pub max_request_bytes: u64,
     /// The body budget and slow-body rules, built for `max_request_bytes`.
     pub uploads: UploadLimits,
+    /// Header-read and idle timeouts of client connections.
+    pub connections: ConnectionLimits,
 }
 
 impl GatewayConfig {
@@ -58,6 +60,9 @@ impl GatewayConfig {
                 "LimitAboveProtocol: --max-request-body-bytes {} must be between 1 and the protocol's {protocol}",
                 self.max_request_bytes
             );
+        }
+        if self.connections.header_read_timeout.is_zero() || self.connections.idle_timeout.is_zero() {
+            anyhow::bail!("--header-read-timeout and --idle-timeout must be non-zero");
         }
         if self.uploads.stall_timeout < std::time::Duration::from_secs(10) {
             tracing::warn!(
@@ -83,6 +88,7 @@ pub async fn run(
         workers: config.workers,
         cors: config.cors,
         max_request_bytes: config.max_request_bytes,
+        connections: config.connections,
     };
     let front = GatewayFront {
         cache: (config.cache.max_bytes > 0).then(|| ImmutableCache::new(&config.cache)),

@@ -17,8 +17,8 @@ use http_body_util::BodyExt;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use ursula_http::Upload;
 use ursula_http::error::ApiError;
+use ursula_http::{BodyPace, Upload};
 
 pub const DEFAULT_BUDGET_BYTES: u64 = 256 * 1024 * 1024;
 pub const DEFAULT_SMALL_BODY_MAX_BYTES: u64 = 1024 * 1024;
@@ -83,10 +83,9 @@ impl UploadLimits {
         })
     }
 
-    /// Bytes a window of `stall_timeout` must bring.
-    fn min_bytes_per_window(&self) -> u64 {
-        let per_ms = self.min_bytes_per_sec as u128 * self.stall_timeout.as_millis();
-        u64::try_from(per_ms / 1000).unwrap_or(u64::MAX)
+    /// The slow-body rule these limits carry.
+    pub fn pace(&self) -> BodyPace {
+        BodyPace { stall_timeout: self.stall_timeout, min_bytes_per_sec: self.min_bytes_per_sec }
     }
 }
 
@@ -217,27 +216,18 @@ where
         return Err(ApiError::UploadBudgetExhausted);
     };
     let mut buf = BytesMut::with_capacity(usize::try_from(first).unwrap_or(0));
-    let window_bytes = budget.limits.min_bytes_per_window();
-    let mut window_end = Instant::now() + budget.limits.stall_timeout;
-    let mut in_window = 0u64;
+    let mut reader = budget.limits.pace().reader();
     loop {
-        let frame = match tokio::time::timeout_at(window_end, body.frame()).await {
-            Ok(Some(Ok(frame))) => frame,
-            Ok(Some(Err(_))) => return Err(ApiError::BodyUnreadable),
+        let data = match reader.next(&mut body).await {
+            Ok(Some(data)) => data,
             Ok(None) => break,
-            Err(_) => {
-                // A window passed: it must have brought the minimum.
-                if in_window == 0 || in_window < window_bytes {
+            Err(e) => {
+                if e == ApiError::BodyTooSlow {
                     budget.refusals_too_slow.fetch_add(1, Relaxed);
-                    return Err(ApiError::BodyTooSlow);
                 }
-                in_window = 0;
-                window_end = Instant::now() + budget.limits.stall_timeout;
-                continue;
+                return Err(e);
             }
         };
-        let Ok(data) = frame.into_data() else { continue };
-        in_window += data.len() as u64;
         let total = (buf.len() + data.len()) as u64;
         if total > limit {
             return Err(ApiError::RequestTooLarge { limit });

@@ -41,6 +41,9 @@ mod head;
 // DELETE, and what a deleted or expired stream answers afterwards.
 mod delete;
 
+// Connection timeouts: slow heads, idle connections, stalled bodies; live reads are not idle.
+mod connections;
+
 // Cache-Control of every kind of answer: no-store, SSE no-cache and no-store.
 mod caching;
 

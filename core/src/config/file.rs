@@ -91,6 +91,14 @@ pub struct ServerSection {
     pub cluster_id: Option<String>,
     /// The admin plane (operator routes); loopback by default.
     pub admin_listen: Option<String>,
+    /// How long a request head may take to arrive (`10s`).
+    pub header_read_timeout: Option<String>,
+    /// How long a client connection may stay open with no request in flight (`60s`).
+    pub idle_timeout: Option<String>,
+    /// A request body with no byte (or below the minimum rate) for this long answers `408` (`30s`).
+    pub body_stall_timeout: Option<String>,
+    /// The slowest request body rate taken over one stall window (`1024`).
+    pub body_min_bytes_per_sec: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -24,7 +24,7 @@ pub use file::{FileConfig, FsyncSetting};
 pub use preset::Preset;
 pub use size::ByteSize;
 pub use snapshot::SnapshotStoreConfig;
-use ursula_http::JsonReads;
+use ursula_http::{BodyPace, ConnectionLimits, JsonReads};
 
 /// The validated settings a node runs with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +33,10 @@ pub struct NodeConfig {
     /// `server.admin_listen`: the admin plane.
     pub admin_listen: SocketAddr,
     pub json_reads: JsonReads,
+    /// `server.header_read_timeout` and `server.idle_timeout`.
+    pub connections: ConnectionLimits,
+    /// `server.body_stall_timeout` and `server.body_min_bytes_per_sec`.
+    pub body_pace: BodyPace,
     pub group_count: u32,
     /// `server.cluster_id` as configured; without one the node generates
     /// it (and a Raft node keeps it in its WAL).
@@ -108,6 +112,15 @@ pub enum ConfigError {
     Refused { key: &'static str, message: String },
 }
 
+/// A duration key that must be non-zero, `default_secs` when unset.
+fn nonzero(key: &'static str, text: Option<String>, default_secs: u64) -> Result<Duration, ConfigError> {
+    let value = cold::duration(key, text, Duration::from_secs(default_secs))?;
+    if value.is_zero() {
+        return Err(ConfigError::Refused { key, message: "must be non-zero".into() });
+    }
+    Ok(value)
+}
+
 /// Overrides from the command line, which win over the file.
 #[derive(Debug, Clone, Default)]
 pub struct CliOverrides {
@@ -153,7 +166,11 @@ pub fn load(cli: &CliOverrides) -> Result<NodeConfig, ConfigError> {
 /// development node) with `cli` over them, without looking for a file on
 /// disk: for tests that run a node inside their own process.
 pub fn from_text(text: &str, cli: &CliOverrides) -> Result<NodeConfig, ConfigError> {
-    let preset = if text.trim().is_empty() { Some(Preset::Default) } else { None };
+    let preset = match &cli.preset {
+        Some(name) => Some(name.parse::<Preset>().map_err(|()| ConfigError::Preset(name.clone()))?),
+        None if text.trim().is_empty() => Some(Preset::Default),
+        None => None,
+    };
     let merged = parse_layers(preset, text).map_err(|message| ConfigError::Parse { path: PathBuf::new(), message })?;
     resolve(merged, preset, cli)
 }
@@ -202,6 +219,14 @@ pub fn resolve(file: FileConfig, preset: Option<Preset>, cli: &CliOverrides) -> 
         value: admin_text.clone(),
         expected: "host:port, e.g. 127.0.0.1:4438",
     })?;
+    let connections = ConnectionLimits {
+        header_read_timeout: nonzero("server.header_read_timeout", file.server.header_read_timeout, 10)?,
+        idle_timeout: nonzero("server.idle_timeout", file.server.idle_timeout, 60)?,
+    };
+    let body_pace = BodyPace {
+        stall_timeout: nonzero("server.body_stall_timeout", file.server.body_stall_timeout, 30)?,
+        min_bytes_per_sec: file.server.body_min_bytes_per_sec.unwrap_or(1024),
+    };
     let json_reads = match cli.json_reads.clone().or(file.protocol.json_reads) {
         None => JsonReads::default(),
         Some(v) => JsonReads::parse(&v).ok_or(ConfigError::Value {
@@ -256,7 +281,18 @@ pub fn resolve(file: FileConfig, preset: Option<Preset>, cli: &CliOverrides) -> 
         EngineConfig::Raft(raft)
     };
 
-    Ok(NodeConfig { listen, admin_listen, json_reads, group_count, cluster_id, core_count, engine, cold })
+    Ok(NodeConfig {
+        listen,
+        admin_listen,
+        json_reads,
+        connections,
+        body_pace,
+        group_count,
+        cluster_id,
+        core_count,
+        engine,
+        cold,
+    })
 }
 
 /// The startup refusals of a node with peers (spec/07, `raft.peers`).

@@ -161,3 +161,20 @@ fn snapshot_backend_auto_follows_the_cold_backend_on_a_cluster_only() {
         assert!(err.contains(named), "{named}: {err}");
     }
 }
+
+#[test]
+fn connection_timeouts_have_defaults_take_durations_and_refuse_zero() {
+    let c = cfg(Some(Preset::Default), "", &CliOverrides::default()).expect("valid");
+    assert_eq!(c.connections.header_read_timeout, Duration::from_secs(10));
+    assert_eq!(c.connections.idle_timeout, Duration::from_secs(60));
+    assert_eq!(c.body_pace, BodyPace { stall_timeout: Duration::from_secs(30), min_bytes_per_sec: 1024 });
+    let text = "[server]\nheader_read_timeout = \"500ms\"\nidle_timeout = \"2m\"\nbody_min_bytes_per_sec = 10\n";
+    let c = cfg(Some(Preset::Dev), text, &CliOverrides::default()).expect("valid");
+    assert_eq!(c.connections.header_read_timeout, Duration::from_millis(500));
+    assert_eq!(c.connections.idle_timeout, Duration::from_secs(120));
+    assert_eq!(c.body_pace.min_bytes_per_sec, 10);
+    let zero = cfg(Some(Preset::Dev), "[server]\nidle_timeout = \"0s\"\n", &CliOverrides::default());
+    assert!(zero.is_err_and(|e| e.contains("server.idle_timeout")), "zero is refused, naming the key");
+    let bad = cfg(Some(Preset::Dev), "[server]\nbody_stall_timeout = \"soon\"\n", &CliOverrides::default());
+    assert!(bad.is_err_and(|e| e.contains("server.body_stall_timeout")));
+}

@@ -3,9 +3,10 @@
 //! whose hooks run at fixed points of every request. A gateway fills them
 //! (the immutable cache answers early and keeps marked answers, the body
 //! budget reads bodies; access control, quotas and usage go here next); a
-//! node passes `PlainFrontDoor`.
+//! node passes `PlainFrontDoor`. Both read bodies under `BodyPace`.
 
 use std::error::Error as StdError;
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
@@ -13,6 +14,7 @@ use http::request::Parts;
 use http::{Method, Uri};
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
+use tokio::time::Instant;
 
 use crate::error::ApiError;
 use crate::ops::Metrics;
@@ -69,8 +71,75 @@ pub trait FrontDoor: Send + Sync + 'static {
     fn metrics(&self, metrics: &mut Metrics);
 }
 
-/// A front door that adds nothing: a node's.
-pub struct PlainFrontDoor;
+/// How slowly a request body may arrive (the 0.8 release notes' slow-body
+/// rule, on a node as on a gateway): each window of `stall_timeout` must
+/// bring at least one byte and `min_bytes_per_sec` over the window, or the
+/// request answers `408 BODY_TOO_SLOW` and nothing is applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyPace {
+    pub stall_timeout: Duration,
+    pub min_bytes_per_sec: u64,
+}
+
+impl Default for BodyPace {
+    fn default() -> BodyPace {
+        BodyPace { stall_timeout: Duration::from_secs(30), min_bytes_per_sec: 1024 }
+    }
+}
+
+impl BodyPace {
+    /// Bytes a window of `stall_timeout` must bring.
+    pub fn min_bytes_per_window(&self) -> u64 {
+        let per_ms = u128::from(self.min_bytes_per_sec) * self.stall_timeout.as_millis();
+        u64::try_from(per_ms / 1000).unwrap_or(u64::MAX)
+    }
+
+    /// A reader of one body under this pace.
+    pub fn reader(self) -> PacedReader {
+        PacedReader { pace: self, window_end: Instant::now() + self.stall_timeout, in_window: 0 }
+    }
+}
+
+/// Reads a body's data frames, refusing one that stalls or trickles.
+pub struct PacedReader {
+    pace: BodyPace,
+    window_end: Instant,
+    in_window: u64,
+}
+
+impl PacedReader {
+    /// The next data of `body`, `None` at its end.
+    pub async fn next<T>(&mut self, body: &mut T) -> Result<Option<Bytes>, ApiError>
+    where
+        T: http_body::Body<Data = Bytes> + Unpin,
+    {
+        loop {
+            let frame = match tokio::time::timeout_at(self.window_end, body.frame()).await {
+                Ok(Some(Ok(frame))) => frame,
+                Ok(Some(Err(_))) => return Err(ApiError::BodyUnreadable),
+                Ok(None) => return Ok(None),
+                Err(_) => {
+                    // A window passed: it must have brought the minimum.
+                    if self.in_window == 0 || self.in_window < self.pace.min_bytes_per_window() {
+                        return Err(ApiError::BodyTooSlow);
+                    }
+                    self.in_window = 0;
+                    self.window_end = Instant::now() + self.pace.stall_timeout;
+                    continue;
+                }
+            };
+            if let Ok(data) = frame.into_data() {
+                self.in_window = self.in_window.saturating_add(data.len() as u64);
+                return Ok(Some(data));
+            }
+        }
+    }
+}
+
+/// A front door that adds nothing but the slow-body rule: a node's.
+pub struct PlainFrontDoor {
+    pub pace: BodyPace,
+}
 
 impl FrontDoor for PlainFrontDoor {
     fn intercept(&self, _request: &Parts) -> Option<Answer> {
@@ -83,7 +152,7 @@ impl FrontDoor for PlainFrontDoor {
         _declared: Option<u64>,
         limit: u64,
     ) -> BoxFuture<'_, Result<Upload, ApiError>> {
-        Box::pin(read_whole_body(body, limit))
+        Box::pin(read_whole_body(body, limit, self.pace))
     }
 
     fn answered<'a>(&'a self, _request: Answered<'a>, answer: Answer) -> BoxFuture<'a, Answer> {
@@ -96,13 +165,12 @@ impl FrontDoor for PlainFrontDoor {
 /// Bodies up to this size are copied into their own allocation.
 const COPY_BODIES_UP_TO: usize = 1024 * 1024;
 
-/// Reads a whole body of at most `limit` bytes, with no budget.
-pub async fn read_whole_body(mut body: RequestBody, limit: u64) -> Result<Upload, ApiError> {
+/// Reads a whole body of at most `limit` bytes at `pace`, with no budget.
+pub async fn read_whole_body(mut body: RequestBody, limit: u64, pace: BodyPace) -> Result<Upload, ApiError> {
     let mut parts: Vec<Bytes> = Vec::new();
     let mut total = 0u64;
-    while let Some(frame) = body.frame().await {
-        let Ok(frame) = frame else { return Err(ApiError::BodyUnreadable) };
-        let Ok(data) = frame.into_data() else { continue };
+    let mut reader = pace.reader();
+    while let Some(data) = reader.next(&mut body).await? {
         total = total.saturating_add(data.len() as u64);
         if total > limit {
             return Err(ApiError::RequestTooLarge { limit });

@@ -16,9 +16,11 @@
 //! - `ops`: typed metrics and readiness, rendered once for every plane.
 //! - `render`, `cursor`, `limits`, `options`: answers and settings.
 //! - `server`: hyper on a bound listener, worker threads, any service.
+//! - `connection`: one client connection, with its header-read and idle timeouts.
 //! - `wire`: the `StreamService` messages to and from the seam's values.
 
 pub mod backend;
+pub mod connection;
 pub mod cursor;
 pub mod error;
 pub mod front;
@@ -39,7 +41,8 @@ pub use backend::{
     ReadBootstrap, ReadSnapshot, ReadStream, SnapshotParts, StagedPart, Streams, Unavailable, WaitOutcome, WaitStream,
     WriteRoute,
 };
-pub use front::{FrontDoor, PlainFrontDoor, Upload};
+pub use connection::ConnectionLimits;
+pub use front::{BodyPace, FrontDoor, PlainFrontDoor, Upload};
 pub use ops::{Metrics, Readiness, Ready};
 pub use options::{Cors, HttpOptions, JsonReads};
 pub use server::{Surface, serve, serve_surface};

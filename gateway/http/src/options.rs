@@ -33,6 +33,8 @@ pub struct HttpOptions {
     /// The largest request body taken (and advertised on `HEAD`): the
     /// protocol's 32 MiB, or a gateway's `--max-request-body-bytes`.
     pub max_request_bytes: u64,
+    /// Header-read and idle timeouts of every client connection.
+    pub connections: crate::connection::ConnectionLimits,
 }
 
 impl HttpOptions {

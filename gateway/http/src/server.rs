@@ -11,13 +11,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{Request, Response};
 use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
 use crate::backend::Backend;
+use crate::connection::ConnectionLimits;
 use crate::front::FrontDoor;
 use crate::handlers::{Shared, handle};
 use crate::options::HttpOptions;
@@ -62,9 +60,11 @@ pub async fn serve_surface<B: Backend>(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let workers = surface.workers();
+    let limits = surface.shared.options.connections;
     serve(
         listener,
         workers,
+        limits,
         move |req| {
             let surface = surface.clone();
             async move { surface.handle(req).await }
@@ -80,19 +80,20 @@ pub async fn serve_surface<B: Backend>(
 pub async fn serve<S, F, O>(
     listener: TcpListener,
     workers: usize,
+    limits: ConnectionLimits,
     service: S,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()>
 where
     S: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<O>> + Send + 'static,
-    O: http_body::Body<Data = Bytes> + Send + 'static,
+    O: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
     O::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let workers = workers.max(1);
     let mut lanes = Vec::with_capacity(workers);
     for i in 0..workers {
-        lanes.push(start_worker(i, service.clone())?);
+        lanes.push(start_worker(i, service.clone(), limits)?);
     }
     let mut next = 0usize;
     let mut shutdown = std::pin::pin!(shutdown);
@@ -126,11 +127,15 @@ where
 /// sent to it; it ends when the sender is dropped. (A one-worker
 /// multi-thread runtime measured faster here than a current-thread one: its
 /// worker polls I/O and tasks in the same turn.)
-fn start_worker<S, F, O>(index: usize, service: S) -> std::io::Result<mpsc::UnboundedSender<std::net::TcpStream>>
+fn start_worker<S, F, O>(
+    index: usize,
+    service: S,
+    limits: ConnectionLimits,
+) -> std::io::Result<mpsc::UnboundedSender<std::net::TcpStream>>
 where
     S: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<O>> + Send + 'static,
-    O: http_body::Body<Data = Bytes> + Send + 'static,
+    O: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
     O::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let (tx, mut rx) = mpsc::unbounded_channel::<std::net::TcpStream>();
@@ -140,7 +145,7 @@ where
             while let Some(std_tcp) = rx.recv().await {
                 match TcpStream::from_std(std_tcp) {
                     Ok(tcp) => {
-                        tokio::spawn(serve_connection(service.clone(), tcp));
+                        tokio::spawn(crate::connection::serve(service.clone(), tcp, limits));
                     }
                     Err(e) => tracing::warn!(error = %e, "cannot adopt a connection"),
                 }
@@ -148,20 +153,4 @@ where
         });
     })?;
     Ok(tx)
-}
-
-async fn serve_connection<S, F, O>(service: S, tcp: TcpStream)
-where
-    S: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
-    F: Future<Output = Response<O>> + Send + 'static,
-    O: http_body::Body<Data = Bytes> + Send + 'static,
-    O::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let service = service_fn(move |req: Request<Incoming>| {
-        let answer = service(req);
-        async move { Ok::<_, std::convert::Infallible>(answer.await) }
-    });
-    if let Err(e) = auto::Builder::new(TokioExecutor::new()).serve_connection(TokioIo::new(tcp), service).await {
-        tracing::debug!(error = %e, "connection ended");
-    }
 }

@@ -23,8 +23,18 @@ impl InProcess {
     /// Starts a development node; `json_reads` as `--json-reads` takes it.
     /// Returns the node and its bound address.
     pub fn start(json_reads: Option<&str>) -> (InProcess, String) {
-        let cli = CliOverrides { json_reads: json_reads.map(str::to_owned), ..CliOverrides::default() };
-        let mut config = config::from_text("", &cli).expect("the development node's settings");
+        InProcess::start_with_config("", json_reads)
+    }
+
+    /// Starts a node whose config file reads `text` (empty: the development node).
+    pub fn start_with_config(text: &str, json_reads: Option<&str>) -> (InProcess, String) {
+        // The `dev` preset keeps the in-memory engine whatever the text sets.
+        let cli = CliOverrides {
+            json_reads: json_reads.map(str::to_owned),
+            preset: Some("dev".into()),
+            ..CliOverrides::default()
+        };
+        let mut config = config::from_text(text, &cli).expect("the node's settings");
         // Many nodes run at once here: each admin plane on a port of its own.
         config.admin_listen = "127.0.0.1:0".parse().expect("an address");
         let clock = Arc::new(ManualClock::stopped_now());

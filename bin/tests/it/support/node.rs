@@ -157,6 +157,14 @@ impl Node {
         Node::at(Host::Process(Process { child, stderr, stderr_reader }), addr, data)
     }
 
+    /// The in-memory node inside the test process, whatever
+    /// `URSULA_TEST_ENGINE` says, with `config` as its config file (it must
+    /// keep the in-memory engine), for tests of the node's own settings.
+    pub fn in_process_with(config: &str) -> Node {
+        let (node, addr) = InProcess::start_with_config(config, None);
+        Node::at(Host::InProcess(node), addr, None)
+    }
+
     fn at(host: Host, addr: String, data: Option<tempfile::TempDir>) -> Node {
         let client = reqwest::Client::builder().no_proxy().build().expect("building the HTTP client");
         let base = format!("http://{addr}");

@@ -1,0 +1,153 @@
+//! One client connection, served with the timeouts an internet-facing
+//! server needs: a request head must arrive within `header_read_timeout`
+//! (HTTP/1.1; hyper's timer starts when the connection is accepted), and a
+//! connection with no request in flight for `idle_timeout` is closed
+//! gracefully (HTTP/1.1 keep-alive and HTTP/2 alike). A live read (SSE,
+//! long-poll) is a request in flight until its answer's body ends, so it
+//! is never idle. Request bodies have their own pace rule (`front`).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// The timeouts of every client connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// How long a request head may take to arrive (slowloris).
+    pub header_read_timeout: Duration,
+    /// How long a connection may stay open with no request in flight.
+    pub idle_timeout: Duration,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> ConnectionLimits {
+        ConnectionLimits { header_read_timeout: Duration::from_secs(10), idle_timeout: Duration::from_secs(60) }
+    }
+}
+
+/// How long a connection asked to close gracefully may take to finish.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// Requests in flight on one connection, and when the last one ended.
+struct Activity {
+    started: Instant,
+    in_flight: AtomicUsize,
+    /// Milliseconds after `started` when a request last ended.
+    last_end_ms: AtomicU64,
+}
+
+impl Activity {
+    fn begin(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        InFlight(self.clone())
+    }
+
+    /// How long the connection has had no request in flight (zero while one is).
+    fn idle_for(&self, now: Instant) -> Duration {
+        if self.in_flight.load(Ordering::SeqCst) > 0 {
+            return Duration::ZERO;
+        }
+        let since_start = now.saturating_duration_since(self.started);
+        since_start.saturating_sub(Duration::from_millis(self.last_end_ms.load(Ordering::SeqCst)))
+    }
+}
+
+/// One request in flight: from its arrival until its answer's body ended
+/// (or was dropped).
+struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let ended = u64::try_from(self.0.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.0.last_end_ms.store(ended, Ordering::SeqCst);
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// An answer's body that keeps its request in flight while it is sent.
+struct Tracked<B> {
+    body: B,
+    _in_flight: InFlight,
+}
+
+impl<B: http_body::Body + Unpin> http_body::Body for Tracked<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// Serves `tcp` with `service` until the client or a timeout ends it.
+pub async fn serve<S, F, O>(service: S, tcp: TcpStream, limits: ConnectionLimits)
+where
+    S: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<O>> + Send + 'static,
+    O: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+    O::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let activity =
+        Arc::new(Activity { started: Instant::now(), in_flight: AtomicUsize::new(0), last_end_ms: AtomicU64::new(0) });
+    let tracked = activity.clone();
+    let service = service_fn(move |req: Request<Incoming>| {
+        let in_flight = tracked.begin();
+        let answer = service(req);
+        async move {
+            let answer = answer.await;
+            Ok::<_, std::convert::Infallible>(answer.map(|body| Tracked { body, _in_flight: in_flight }))
+        }
+    });
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
+    builder.http2().timer(TokioTimer::new());
+    let connection = builder.serve_connection(TokioIo::new(tcp), service);
+    let mut connection = std::pin::pin!(connection);
+    let check_every = (limits.idle_timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    let mut closing: Option<Instant> = None;
+    loop {
+        tokio::select! {
+            ended = connection.as_mut() => {
+                if let Err(e) = ended {
+                    tracing::debug!(error = %e, "connection ended");
+                }
+                return;
+            }
+            () = tokio::time::sleep(check_every) => {
+                let now = Instant::now();
+                match closing {
+                    None if activity.idle_for(now) >= limits.idle_timeout => {
+                        connection.as_mut().graceful_shutdown();
+                        closing = Some(now);
+                    }
+                    // A client that holds a closing connection open loses it.
+                    Some(since) if now.saturating_duration_since(since) >= CLOSE_GRACE => return,
+                    _ => {}
+                }
+            }
+        }
+    }
+}
