@@ -44,5 +44,11 @@ for _ in $(seq 1 150); do
   sleep 0.1
 done
 [ -n "$front" ] || { echo "the front ($ready) did not start" >&2; cat "$dir/front.log" >&2; exit 1; }
+if [ "${FRONT:-proxy}" = gateway ]; then
+  # A gateway serves at once and answers 503 NO_UPSTREAM until it found the cluster.
+  up() { node -e 'fetch(process.argv[1]).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))' "$1/__ursula/ready"; }
+  for _ in $(seq 1 150); do up "$front" && break; sleep 0.2; done
+  up "$front" || { echo "the gateway never became ready" >&2; cat "$dir/front.log" >&2; exit 1; }
+fi
 
 conformance/run.sh "$front" "$@"

@@ -73,6 +73,28 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     ursula_http::options::parse_duration(text).ok_or_else(|| format!("{text:?} is not a duration like 30s or 500ms"))
 }
 
+/// A CORS origin is `*` or `scheme://host[:port]` (RFC 6454), as a browser
+/// sends it in `Origin`; anything else would never match.
+fn check_origin(origin: &str) -> anyhow::Result<()> {
+    if origin == "*" {
+        return Ok(());
+    }
+    let trimmed = origin.trim_end_matches('/');
+    let uri: Option<http::Uri> = trimmed.parse().ok();
+    let ok = uri.is_some_and(|u| {
+        matches!(u.scheme_str(), Some("http" | "https"))
+            && u.host().is_some_and(|h| !h.is_empty())
+            && matches!(u.path(), "" | "/")
+            && u.query().is_none()
+            && !trimmed.contains('@')
+    });
+    anyhow::ensure!(
+        ok,
+        "--cors-allowed-origin {origin:?} must be * or scheme://host[:port], e.g. https://app.example.com"
+    );
+    Ok(())
+}
+
 impl GatewayArgs {
     /// The checked settings; an error is the one line the binary prints
     /// before it exits with status 2.
@@ -80,6 +102,12 @@ impl GatewayArgs {
         let Some(json_reads) = JsonReads::parse(&self.json_reads) else {
             anyhow::bail!("--json-reads must be ndjson or array, not {:?}", self.json_reads);
         };
+        for origin in &self.cors_allowed_origins {
+            check_origin(origin)?;
+        }
+        for url in &self.upstreams {
+            crate::upstream::discovery::check_url(url)?;
+        }
         let uploads = UploadLimits::new(
             self.max_request_body_bytes,
             self.body_budget_bytes,
@@ -109,5 +137,20 @@ impl GatewayArgs {
         };
         config.validate()?;
         Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_origin;
+
+    #[test]
+    fn cors_origins_are_checked_at_start() {
+        for good in ["*", "https://app.example.com", "http://localhost:5173", "https://app.example.com/"] {
+            assert!(check_origin(good).is_ok(), "{good}");
+        }
+        for bad in ["app.example.com", "https://", "https://app.example.com/path", "ftp://x", "https://u@x", "**"] {
+            assert!(check_origin(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -10,11 +10,11 @@ use std::sync::atomic::Ordering::Relaxed;
 use futures_util::future::BoxFuture;
 use http::request::Parts;
 use http::{Method, StatusCode};
-use ursula_http::Metrics;
 use ursula_http::error::ApiError;
 use ursula_http::front::{Answered, FrontDoor, RequestBody, Upload};
 use ursula_http::headers::names;
 use ursula_http::render::Answer;
+use ursula_http::{BackendError, Metrics, UpstreamFailure};
 
 use crate::immutable_cache::ImmutableCache;
 use crate::uploads::UploadBudget;
@@ -67,4 +67,19 @@ impl FrontDoor for GatewayFront {
         m.count("body_bytes_buffered", u.bytes_buffered.load(Relaxed));
         m.count("refusal_drain_bytes", u.refusal_drain_bytes.load(Relaxed));
     }
+}
+
+/// The answer of a gateway that has not found its cluster yet: `ready` is
+/// `503`, everything else the gateway's own `503 NO_UPSTREAM`, with no
+/// server identity (no voter answered).
+pub fn before_discovery<T>(req: &http::Request<T>) -> Answer {
+    let head = req.method() == Method::HEAD;
+    let mut answer = match req.uri().path() {
+        "/__ursula/ready" => {
+            ursula_http::ops::ready_answer(ursula_http::Readiness::unready("upstreams_unreachable"), None)
+        }
+        _ => ursula_http::render::error(&ApiError::Backend(BackendError::Upstream(UpstreamFailure::NoUpstream)), head),
+    };
+    ursula_http::render::add_common_headers(&mut answer, &ursula_http::Cors::Off, None);
+    answer
 }

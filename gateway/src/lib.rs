@@ -21,7 +21,7 @@ pub mod upstream;
 
 use std::future::Future;
 use std::io::Write;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use tokio::net::TcpListener;
 use ursula_http::{ConnectionLimits, Cors, HttpOptions, JsonReads, Surface};
@@ -34,6 +34,7 @@ use crate::upstream::backend::GatewayBackend;
 
 pub use flags::GatewayArgs;
 
+#[derive(Clone)]
 pub struct GatewayConfig {
     /// One URL per voter: its client plane (`[[raft.peers]].client_url`).
     pub upstreams: Vec<String>,
@@ -74,13 +75,41 @@ impl GatewayConfig {
     }
 }
 
-/// Finds the cluster, then serves on `listener` until `shutdown` resolves.
+/// Serves on `listener` at once and finds the cluster meanwhile (answering
+/// `503 NO_UPSTREAM` until a voter answers), until `shutdown` resolves.
 pub async fn run(
     config: GatewayConfig,
     listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let upstreams = Arc::new(Upstreams::discover(config.upstreams).await?);
+    let clients = Upstreams::connect(&config.upstreams)?;
+    let found: Arc<OnceLock<Surface<GatewayBackend>>> = Arc::new(OnceLock::new());
+    let discovery = tokio::spawn(find_cluster(config.clone(), clients, found.clone()));
+    println!("ursula gateway in front of {}", config.upstreams.join(", "));
+    // Tests and scripts read the bound address from this line.
+    println!("ursula gateway listening on http://{}", listener.local_addr()?);
+    std::io::stdout().flush()?;
+    let service = move |req: http::Request<hyper::body::Incoming>| {
+        let found = found.clone();
+        async move {
+            match found.get() {
+                Some(surface) => surface.handle(req).await,
+                None => front::before_discovery(&req),
+            }
+        }
+    };
+    let served = ursula_http::serve(listener, config.workers, config.connections, service, shutdown).await;
+    discovery.abort();
+    Ok(served?)
+}
+
+/// Finds the cluster, then builds the surface over it.
+async fn find_cluster(
+    config: GatewayConfig,
+    clients: Vec<upstream::Client>,
+    found: Arc<OnceLock<Surface<GatewayBackend>>>,
+) {
+    let upstreams = Arc::new(Upstreams::discover(config.upstreams, clients).await);
     tokio::spawn(upstreams.clone().probe_forever());
     let options = HttpOptions {
         json_reads: config.json_reads,
@@ -94,9 +123,5 @@ pub async fn run(
         cache: (config.cache.max_bytes > 0).then(|| ImmutableCache::new(&config.cache)),
         uploads: Arc::new(UploadBudget::new(config.uploads)),
     };
-    let surface = Surface::new(Arc::new(GatewayBackend { upstreams }), options, Arc::new(front));
-    // Tests and scripts read the bound address from this line.
-    println!("ursula gateway listening on http://{}", listener.local_addr()?);
-    std::io::stdout().flush()?;
-    Ok(ursula_http::serve_surface(listener, surface, shutdown).await?)
+    let _ = found.set(Surface::new(Arc::new(GatewayBackend { upstreams }), options, Arc::new(front)));
 }

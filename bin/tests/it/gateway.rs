@@ -183,3 +183,59 @@ async fn a_gateway_answers_cors_for_listed_origins_and_applies_its_body_limit() 
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("LimitAboveProtocol"), "{stderr}");
 }
+
+/// Issue 17, finding 3: a gateway started before its voters serves at once
+/// and is honest: ready `503`, its own `503 NO_UPSTREAM` with `Retry-After`,
+/// `no-store` and no server identity (no voter answered); once a voter
+/// answers it serves; malformed `--upstream` URLs and CORS origins refuse
+/// the start.
+#[tokio::test]
+async fn a_gateway_started_before_its_voters_answers_503_no_upstream_then_serves() {
+    let layout = Layout::new(3, "early-gateway", 2, Planes::Shared);
+    let gateway = Node::spawn_logging(&gateway_args(&layout, &[]), None, "warn");
+    gateway.get("/__ursula/ready").send().await.expect(503);
+    let early = gateway.put(S).content_type(TEXT).send().await;
+    early
+        .expect_error(503, "NO_UPSTREAM")
+        .expect_header("cache-control", "no-store")
+        .expect_no_header("ursula-protocol")
+        .expect_no_header("ursula-cluster-id");
+    early.must("retry-after");
+
+    let voters: Vec<Option<Node>> = (0..layout.voters()).map(|i| Some(layout.start(i))).collect();
+    let deadline = Instant::now() + PATIENCE;
+    while gateway.get("/__ursula/ready").send().await.status != 200 {
+        assert!(Instant::now() < deadline, "the gateway never found its voters");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    gateway.put(S).content_type(TEXT).send().await.expect(201);
+    gateway.append(S, TEXT, "hello").await;
+    assert_eq!(gateway.read_all(S).await.text(), "hello");
+
+    // Every voter gone: the gateway's own UPSTREAM_UNREACHABLE, then not ready.
+    drop(voters);
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let answer = gateway.get(&format!("{S}?offset=-1")).send().await;
+        if answer.status == 503 && answer.error_code() == "UPSTREAM_UNREACHABLE" {
+            answer.expect_no_header("ursula-protocol").expect_no_header("ursula-cluster-id");
+            answer.must("retry-after");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no UPSTREAM_UNREACHABLE: {answer:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let deadline = Instant::now() + PATIENCE;
+    while gateway.get("/__ursula/ready").send().await.status != 503 {
+        assert!(Instant::now() < deadline, "the gateway stayed ready without voters");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    for bad in [vec!["--upstream", "notaurl"], vec!["--upstream", "http://127.0.0.1:1", "--cors-allowed-origin", "app"]]
+    {
+        let mut args = vec!["gateway".to_string(), "--listen".into(), "127.0.0.1:0".into()];
+        args.extend(bad.iter().map(|a| a.to_string()));
+        let (status, stderr) = crate::support::run_to_exit(&args);
+        assert_eq!(status.code(), Some(2), "{bad:?}: {stderr}");
+    }
+}

@@ -61,6 +61,8 @@ pub enum ErrorCode {
     UnknownPart,
     Unsupported,
     UploadBudgetExhausted,
+    NoUpstream,
+    UpstreamUnreachable,
     WalDiskPressure,
 }
 
@@ -122,6 +124,8 @@ impl ErrorCode {
         ErrorCode::UnknownPart,
         ErrorCode::Unsupported,
         ErrorCode::UploadBudgetExhausted,
+        ErrorCode::NoUpstream,
+        ErrorCode::UpstreamUnreachable,
         ErrorCode::WalDiskPressure,
     ];
 
@@ -182,6 +186,8 @@ impl ErrorCode {
             ErrorCode::UnknownPart => "UNKNOWN_PART",
             ErrorCode::Unsupported => "UNSUPPORTED",
             ErrorCode::UploadBudgetExhausted => "UPLOAD_BUDGET_EXHAUSTED",
+            ErrorCode::NoUpstream => "NO_UPSTREAM",
+            ErrorCode::UpstreamUnreachable => "UPSTREAM_UNREACHABLE",
             ErrorCode::WalDiskPressure => "WAL_DISK_PRESSURE",
         }
     }

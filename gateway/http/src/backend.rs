@@ -42,6 +42,10 @@ pub enum BackendError {
     /// A fault of the backend; a write's outcome is unknown.
     #[error("internal: {0}")]
     Internal(String),
+    /// An intermediary (a gateway) reached no voter; nothing was forwarded
+    /// or, for a read, it may be asked again. Never sent by a node.
+    #[error("no upstream: {0:?}")]
+    Upstream(UpstreamFailure),
 }
 
 /// A refusal of a snapshot upload in parts, decided by the shell around
@@ -80,6 +84,16 @@ impl From<PartsRefusal> for BackendError {
     fn from(r: PartsRefusal) -> Self {
         BackendError::Parts(r)
     }
+}
+
+/// Why a gateway could not reach the voters (extensions §11, an
+/// intermediary's `503`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamFailure {
+    /// The cluster was never found: no upstream has answered yet.
+    NoUpstream,
+    /// Every upstream tried was unreachable.
+    Unreachable,
 }
 
 /// Why a backend refused to serve now (spec/27-append.md, `503`).

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode};
 use ursula_stream::{ErrorCode, IdError, Rejection};
 
-use crate::backend::{BackendError, LeaderHint, PartsRefusal, Unavailable};
+use crate::backend::{BackendError, LeaderHint, PartsRefusal, Unavailable, UpstreamFailure};
 use crate::names;
 
 /// A refusal decided by the HTTP layer itself or handed up by the backend.
@@ -63,6 +63,17 @@ pub enum ApiError {
         code: ErrorCode,
         message: &'static str,
     },
+}
+
+impl ApiError {
+    /// A refusal an intermediary makes on its own (extensions §11): it
+    /// carries no server identity (§10), as no node answered.
+    pub fn is_intermediary(&self) -> bool {
+        matches!(
+            self,
+            ApiError::UploadBudgetExhausted | ApiError::BodyTooSlow | ApiError::Backend(BackendError::Upstream(_))
+        )
+    }
 }
 
 impl From<BackendError> for ApiError {
@@ -218,6 +229,18 @@ impl ApiError {
             ApiError::Backend(BackendError::ColdStoreFailed(_)) => {
                 ErrorAnswer::new(S::BAD_GATEWAY, ErrorCode::ColdStoreFailed, "the cold store failed the read")
             }
+            ApiError::Backend(BackendError::Upstream(UpstreamFailure::NoUpstream)) => ErrorAnswer::new(
+                S::SERVICE_UNAVAILABLE,
+                ErrorCode::NoUpstream,
+                "the gateway has not reached the cluster yet",
+            )
+            .header("retry-after", 1),
+            ApiError::Backend(BackendError::Upstream(UpstreamFailure::Unreachable)) => ErrorAnswer::new(
+                S::SERVICE_UNAVAILABLE,
+                ErrorCode::UpstreamUnreachable,
+                "no voter of the cluster could be reached",
+            )
+            .header("retry-after", 1),
             ApiError::Backend(BackendError::Internal(_)) => {
                 ErrorAnswer::new(S::INTERNAL_SERVER_ERROR, ErrorCode::Internal, "internal server error")
             }

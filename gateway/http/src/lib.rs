@@ -38,8 +38,8 @@ pub mod wire;
 
 pub use backend::{
     Backend, BackendError, LeaderHint, Operations, PartAdmission, PartStaged, PartsCommit, PartsDiscard, PartsRefusal,
-    ReadBootstrap, ReadSnapshot, ReadStream, SnapshotParts, StagedPart, Streams, Unavailable, WaitOutcome, WaitStream,
-    WriteRoute,
+    ReadBootstrap, ReadSnapshot, ReadStream, SnapshotParts, StagedPart, Streams, Unavailable, UpstreamFailure,
+    WaitOutcome, WaitStream, WriteRoute,
 };
 pub use connection::ConnectionLimits;
 pub use front::{BodyPace, FrontDoor, PlainFrontDoor, Upload};

@@ -71,8 +71,16 @@ pub fn error(err: &ApiError, head: bool) -> Answer {
         body,
     );
     response.headers_mut().extend(answer.headers);
+    if err.is_intermediary() {
+        response.extensions_mut().insert(IntermediaryAnswer);
+    }
     response
 }
+
+/// Marks an intermediary's own refusal, which carries no server identity
+/// (extensions §10, §11).
+#[derive(Debug, Clone, Copy)]
+pub struct IntermediaryAnswer;
 
 /// Headers on every answer: browser security (base protocol §10.7) and the
 /// node's permissive CORS.

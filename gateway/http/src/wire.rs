@@ -104,6 +104,9 @@ pub fn failure(group: u32, e: &BackendError) -> pb::Failure {
             Kind::OutcomeUnknown(pb::OutcomeUnknown { retry_after_secs: *retry_after_secs })
         }
         BackendError::Internal(message) => Kind::Internal(pb::Internal { message: message.clone() }),
+        // A gateway's own failure; a node never answers it, and a gateway
+        // that relayed it would be a fault.
+        BackendError::Upstream(u) => Kind::Internal(pb::Internal { message: format!("an upstream failure {u:?}") }),
     })
 }
 
@@ -169,6 +172,7 @@ pub fn refused(f: pb::Failure) -> Refused {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::UpstreamFailure;
     use ursula_stream::Offset;
 
     /// One of each kind of `BackendError` (and of each unavailability and
@@ -218,6 +222,7 @@ mod tests {
             BackendError::Parts(PartsRefusal::CommitInProgress) => "in progress",
             BackendError::ColdStoreFailed(_) => "cold failed",
             BackendError::Internal(_) => "internal",
+            BackendError::Upstream(_) => "upstream",
         }
     }
 
@@ -225,6 +230,14 @@ mod tests {
     fn every_failure_maps_back_to_what_it_was() {
         for e in every_error() {
             assert_eq!(refused(failure(3, &e)), Refused::Backend(e.clone()), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn a_gateway_failure_never_travels_as_itself() {
+        for u in [UpstreamFailure::NoUpstream, UpstreamFailure::Unreachable] {
+            let back = refused(failure(1, &BackendError::Upstream(u)));
+            assert!(matches!(back, Refused::Backend(BackendError::Internal(_))), "{back:?}");
         }
     }
 

@@ -10,15 +10,16 @@ use tonic::transport::Endpoint;
 use ursula_http::wire::pb;
 use ursula_proto::stream::v1::stream_service_client::StreamServiceClient;
 
-use super::{DISCOVERY_WAIT, PROBE_INTERVAL, PROBE_TIMEOUT, READY_WITHIN, Upstreams, health, watches};
+use super::{DISCOVERY_WARN_EVERY, PROBE_INTERVAL, PROBE_TIMEOUT, READY_WITHIN, Upstreams, health, watches};
 
 impl Upstreams {
-    /// Connects to the voters and learns the cluster from the first one
-    /// that answers `Describe`.
-    pub async fn discover(urls: Vec<String>) -> anyhow::Result<Upstreams> {
+    /// One lazily connected client per `--upstream`, checked at start: a URL
+    /// that is not `http(s)://host[:port]` refuses the start.
+    pub fn connect(urls: &[String]) -> anyhow::Result<Vec<super::Client>> {
         anyhow::ensure!(!urls.is_empty(), "at least one --upstream is needed");
         let mut clients = Vec::with_capacity(urls.len());
-        for url in &urls {
+        for url in urls {
+            check_url(url)?;
             let endpoint = Endpoint::from_shared(url.clone())
                 .map_err(|e| anyhow::anyhow!("--upstream {url}: {e}"))?
                 .connect_timeout(Duration::from_secs(2))
@@ -28,11 +29,20 @@ impl Upstreams {
                 .max_encoding_message_size(ursula_proto::MAX_MESSAGE_BYTES);
             clients.push(client);
         }
-        let deadline = Instant::now() + DISCOVERY_WAIT;
+        Ok(clients)
+    }
+
+    /// Learns the cluster from the first upstream that answers `Describe`,
+    /// however long that takes; meanwhile the gateway answers `503
+    /// NO_UPSTREAM`.
+    pub async fn discover(urls: Vec<String>, clients: Vec<super::Client>) -> Upstreams {
+        let started = Instant::now();
+        let mut warned = Instant::now();
         loop {
             for (i, client) in clients.iter().enumerate() {
                 let mut c = client.clone();
-                let Ok(reply) = c.describe(pb::DescribeRequest::default()).await else { continue };
+                let asked = tokio::time::timeout(PROBE_TIMEOUT, c.describe(pb::DescribeRequest::default())).await;
+                let Ok(Ok(reply)) = asked else { continue };
                 let d = reply.into_inner();
                 if d.failure.is_some() || d.group_count == 0 {
                     continue;
@@ -52,9 +62,12 @@ impl Upstreams {
                 up.health.answered(i, Instant::now());
                 up.learn(&d);
                 tracing::info!(upstream = %urls[i], cluster_id = %d.cluster_id, groups = d.group_count, "found the cluster");
-                return Ok(up);
+                return up;
             }
-            anyhow::ensure!(Instant::now() < deadline, "no --upstream answered within {DISCOVERY_WAIT:?}");
+            if warned.elapsed() >= DISCOVERY_WARN_EVERY {
+                warned = Instant::now();
+                tracing::warn!(waited = ?started.elapsed(), upstreams = ?urls, "no --upstream answers yet");
+            }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
@@ -112,5 +125,32 @@ impl Upstreams {
     pub(super) fn index_of(&self, client_url: &str) -> Option<usize> {
         let norm = |u: &str| u.trim_end_matches('/').to_string();
         self.urls.iter().position(|u| norm(u) == norm(client_url))
+    }
+}
+
+/// An upstream is a voter's client plane: `http(s)://host[:port]`, no path.
+pub(crate) fn check_url(url: &str) -> anyhow::Result<()> {
+    let uri: http::Uri = url.parse().map_err(|e| anyhow::anyhow!("--upstream {url:?} is not a URL: {e}"))?;
+    let scheme_ok = matches!(uri.scheme_str(), Some("http" | "https"));
+    let path_ok = matches!(uri.path(), "" | "/") && uri.query().is_none();
+    anyhow::ensure!(
+        scheme_ok && uri.host().is_some_and(|h| !h.is_empty()) && path_ok,
+        "--upstream {url:?} must be http(s)://host[:port], a voter's client plane"
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_url;
+
+    #[test]
+    fn upstream_urls_are_checked_at_start() {
+        for good in ["http://10.0.0.1:4437", "https://voter-1.internal", "http://127.0.0.1:4437/"] {
+            assert!(check_url(good).is_ok(), "{good}");
+        }
+        for bad in ["notaurl", "10.0.0.1:4437", "ftp://host", "http://", "http://host/path", "http://host?x=1"] {
+            assert!(check_url(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use tonic::transport::Channel;
 use ursula_http::wire::{Refused, WireError, pb};
-use ursula_http::{BackendError, Unavailable};
+use ursula_http::{BackendError, Unavailable, UpstreamFailure};
 use ursula_proto::stream::v1::stream_service_client::StreamServiceClient;
 use ursula_stream::StreamKey;
 
@@ -32,14 +32,15 @@ use ursula_stream::StreamKey;
 const MAX_HOPS: usize = 3;
 const HOP_WINDOW: Duration = Duration::from_secs(5);
 
-/// How long the gateway waits for the voters at startup.
-const DISCOVERY_WAIT: Duration = Duration::from_secs(30);
+/// How often the gateway says it still finds no voter at startup.
+const DISCOVERY_WARN_EVERY: Duration = Duration::from_secs(10);
 /// How often every upstream is asked to `Describe` the cluster, which keeps
 /// leaders fresh and brings an ejected upstream back once it answers.
 const PROBE_INTERVAL: Duration = Duration::from_millis(500);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
-/// The gateway is ready while some upstream answered within this.
-const READY_WITHIN: Duration = Duration::from_secs(5);
+/// The gateway is ready while some upstream answered within this: a few
+/// probe rounds, so a cluster that went away shows within seconds.
+const READY_WITHIN: Duration = Duration::from_secs(3);
 
 pub type Client = StreamServiceClient<Channel>;
 
@@ -104,8 +105,14 @@ impl From<WireError> for CallError {
     }
 }
 
-fn no_upstream() -> BackendError {
-    BackendError::Unavailable { reason: Unavailable::NoLeader, retry_after_secs: 1 }
+/// Routing ran out of hops: `NO_LEADER` when voters answered without a
+/// leader, the gateway's own `UPSTREAM_UNREACHABLE` when none answered.
+fn exhausted(any_answered: bool) -> BackendError {
+    if any_answered {
+        BackendError::Unavailable { reason: Unavailable::NoLeader, retry_after_secs: 1 }
+    } else {
+        BackendError::Upstream(UpstreamFailure::Unreachable)
+    }
 }
 
 impl Upstreams {

@@ -8,7 +8,7 @@ use ursula_http::{BackendError, Unavailable};
 use ursula_stream::StreamKey;
 use ursula_stream::routing::group_of;
 
-use super::{CallError, Client, HOP_WINDOW, MAX_HOPS, Upstreams, no_upstream};
+use super::{CallError, Client, HOP_WINDOW, MAX_HOPS, Upstreams, exhausted};
 
 impl Upstreams {
     fn leader_of(&self, group: usize) -> Option<usize> {
@@ -46,6 +46,7 @@ impl Upstreams {
         let mut tried = vec![false; n];
         let mut at = self.leader_of(group).unwrap_or_else(|| self.next_untried(group % n, &vec![false; n], true));
         let started = Instant::now();
+        let mut any_answered = false;
         for hop in 0..=MAX_HOPS {
             if hop > 0 {
                 self.stats.hops.fetch_add(1, Relaxed);
@@ -61,7 +62,10 @@ impl Upstreams {
             let outcome = f(self.clients[at].clone()).await;
             match &outcome {
                 Err(CallError::Unreached(_) | CallError::Broken(_)) => self.health.failed(at, Instant::now()),
-                _ => self.health.answered(at, Instant::now()),
+                _ => {
+                    any_answered = true;
+                    self.health.answered(at, Instant::now());
+                }
             }
             match outcome {
                 Ok(value) => {
@@ -113,6 +117,6 @@ impl Upstreams {
             }
         }
         self.stats.exhausted.fetch_add(1, Relaxed);
-        Err(no_upstream())
+        Err(exhausted(any_answered))
     }
 }

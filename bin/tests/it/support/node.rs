@@ -88,9 +88,15 @@ impl Node {
         Node::spawn(&args, data)
     }
 
-    /// A node started with exactly `args` (after the binary), keeping `data` alive as long as it.
+    /// A node started with exactly `args` (after the binary), keeping `data`
+    /// alive as long as it. A gateway serves at once and answers `503
+    /// NO_UPSTREAM` until it found its cluster: this waits until it is ready.
     pub fn spawn(args: &[String], data: Option<tempfile::TempDir>) -> Node {
-        Node::spawn_logging(args, data, "warn")
+        let node = Node::spawn_logging(args, data, "warn");
+        if args.first().is_some_and(|a| a == "gateway") {
+            node.wait_ready_blocking();
+        }
+        node
     }
 
     /// As `spawn`, logging what the `URSULA_LOG` filter `log` lets through.
