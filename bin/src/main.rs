@@ -9,8 +9,12 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use ursula_gateway::GatewayArgs;
 
+/// Our version, and the Ursula release whose protocol, API and config it
+/// implements (`ursula_core::node::URSULA_RELEASE`).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (implements the Ursula 0.9 protocol and API)");
+
 #[derive(Parser)]
-#[command(name = "ursula", version, about = "Durable, replayable streams over HTTP and SSE")]
+#[command(name = "ursula", version = VERSION, about = "Durable, replayable streams over HTTP and SSE")]
 #[command(args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
@@ -51,8 +55,15 @@ struct ServerArgs {
 
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("URSULA_LOG").unwrap_or_else(|_| "warn".into()))
+        // openraft logs a line per failed RPC while a peer is down (several a
+        // second); ours say once when a peer goes and comes back, and when a
+        // group fails. `URSULA_LOG=openraft=warn` brings openraft's back.
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("URSULA_LOG").unwrap_or_else(|_| "warn,openraft=off".into()),
+        )
         .with_writer(std::io::stderr)
+        // Colour only for a person at a terminal, never into a log file.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
     match cli.command {

@@ -100,6 +100,28 @@ async fn start_admin<E: GroupEngine>(
     }
 }
 
+/// What the first start says: the mode, the config file, the planes.
+fn start_line(config: &NodeConfig, cluster_id: &str, node_id: u64) -> String {
+    let version = env!("CARGO_PKG_VERSION");
+    let mode = match &config.engine {
+        EngineConfig::Memory => "development node, in memory (nothing survives a restart)".to_string(),
+        EngineConfig::Raft(r) => {
+            let wal = r.wal.path.as_ref().map_or_else(|| "a temporary directory".into(), |p| p.display().to_string());
+            if r.peers.is_empty() {
+                format!("durable node, WAL in {wal}")
+            } else {
+                let cluster = r.cluster_listen.map_or_else(|| "the client listener".into(), |a| a.to_string());
+                format!("voter {node_id} of {} in cluster {cluster_id}, WAL in {wal}, Raft on {cluster}", r.peers.len())
+            }
+        }
+    };
+    let source = config.source.as_ref().map_or_else(|| "no config file".into(), |p| format!("config {}", p.display()));
+    format!("ursula {version} (Ursula {URSULA_RELEASE} protocol and API): {mode}; {source}")
+}
+
+/// The Ursula release whose protocol, API and config this server implements.
+pub const URSULA_RELEASE: &str = "0.9";
+
 /// Who this node is on its client plane.
 struct Me {
     node_id: u64,
@@ -142,7 +164,9 @@ async fn serve<E: GroupEngine>(
         connections: config.connections,
     };
     let workers = options.workers;
+    let started = start_line(config, &options.cluster_id, me.node_id);
     let surface = Surface::new(backend, options, Arc::new(PlainFrontDoor { pace: config.body_pace }));
+    println!("{started}");
     // Tests and scripts read the bound address from this line.
     println!("ursula listening on http://{address}");
     std::io::stdout().flush()?;

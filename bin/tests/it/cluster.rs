@@ -152,10 +152,23 @@ async fn three_voters_replicate_fail_over_and_catch_up() {
         converges(node, &expected).await;
     }
 
+    // The survivors said once that the peer went (issue 17, finding 8: one
+    // line of ours per peer state change, not openraft's per failed RPC).
+    let survivor = nodes.iter().flatten().next().expect("a survivor");
+    let lost = survivor.stderr_text().matches("a Raft peer is unreachable").count();
+    assert_eq!(lost, 1, "one line for the lost peer:\n{}", survivor.stderr_text());
+    assert!(!survivor.stderr_text().contains("openraft"), "openraft's own lines are off by default");
+
     // The old leader restarts on its WAL and catches up without reinitializing.
     nodes[leader] = Some(cluster.start(leader));
     let back = nodes[leader].as_ref().expect("restarted");
     converges(back, &expected).await;
+    let deadline = Instant::now() + PATIENCE;
+    let survivor = nodes.iter().flatten().find(|n| n.base() != back.base()).expect("a survivor");
+    while !survivor.stderr_text().contains("a Raft peer is reachable again") {
+        assert!(Instant::now() < deadline, "no line for the peer's return:\n{}", survivor.stderr_text());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert!(Path::new(&cluster.wal(leader)).is_dir());
     eprintln!("writes resumed {failover:?} after the leader was killed");
 }

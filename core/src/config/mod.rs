@@ -29,6 +29,8 @@ use ursula_http::{BodyPace, ConnectionLimits, JsonReads};
 /// The validated settings a node runs with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeConfig {
+    /// The config file read, if any (the first start says which).
+    pub source: Option<PathBuf>,
     pub listen: SocketAddr,
     /// `server.admin_listen`: the admin plane.
     pub admin_listen: SocketAddr,
@@ -159,7 +161,9 @@ pub fn load(cli: &CliOverrides) -> Result<NodeConfig, ConfigError> {
     })?;
     // No file and no preset is the zero-config development node.
     let preset = preset.or(if file.is_none() { Some(Preset::Default) } else { None });
-    resolve(merged, preset, cli)
+    let mut config = resolve(merged, preset, cli)?;
+    config.source = file.map(|(path, _)| path);
+    Ok(config)
 }
 
 /// The settings of `text` read as a config file (empty: the zero-config
@@ -282,6 +286,7 @@ pub fn resolve(file: FileConfig, preset: Option<Preset>, cli: &CliOverrides) -> 
     };
 
     Ok(NodeConfig {
+        source: None,
         listen,
         admin_listen,
         json_reads,

@@ -95,7 +95,10 @@ impl GroupEngine for RaftEngine {
             Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) | Err(_) => {
                 Err(EngineError::OutcomeUnknown(group))
             }
-            Ok(Err(e)) => Err(EngineError::Fatal(e.to_string())),
+            Ok(Err(e)) => {
+                tracing::error!(group = group.0, error = %e, "a Raft group failed a write");
+                Err(EngineError::Fatal(e.to_string()))
+            }
         }
     }
 
@@ -151,7 +154,10 @@ impl GroupEngine for RaftEngine {
         match self.group(group)?.raft.ensure_linearizable().await {
             Ok(_) => Ok(()),
             Err(RaftError::APIError(_)) => Err(EngineError::NoLeader(group)),
-            Err(e) => Err(EngineError::Fatal(e.to_string())),
+            Err(e) => {
+                tracing::error!(group = group.0, error = %e, "a Raft group failed a read");
+                Err(EngineError::Fatal(e.to_string()))
+            }
         }
     }
 

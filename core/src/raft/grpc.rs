@@ -52,6 +52,9 @@ pub struct Peers {
     batchers: Mutex<HashMap<String, Batcher>>,
     pub batch_stats: Arc<BatchStats>,
     refusals: Arc<PeerRefusals>,
+    /// Peers (by url) last seen unreachable: one line of ours per change
+    /// instead of openraft's line per failed RPC.
+    unreachable: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Peers {
@@ -63,7 +66,8 @@ impl Peers {
     ) -> Arc<Peers> {
         let (channels, batchers) = (Mutex::new(HashMap::new()), Mutex::new(HashMap::new()));
         let batch_stats = Arc::default();
-        Arc::new(Peers { cluster_id, node_id, urls, channels, batchers, batch_stats, refusals })
+        let unreachable = Mutex::default();
+        Arc::new(Peers { cluster_id, node_id, urls, channels, batchers, batch_stats, refusals, unreachable })
     }
 
     fn client(&self, url: &str) -> Result<RaftServiceClient<Channel>, PeerError> {
@@ -131,6 +135,35 @@ impl Peers {
         }
     }
 
+    /// Logs a peer's change between reachable and unreachable, once.
+    fn observe<T>(&self, url: &str, outcome: &Result<T, PeerError>) {
+        let lost = match outcome {
+            Ok(_) => false,
+            Err(
+                PeerError::Status { .. }
+                | PeerError::Timeout { .. }
+                | PeerError::BatcherStopped
+                | PeerError::BatchDropped,
+            ) => true,
+            // A refusal is an answer (logged once by `refusals`); the rest are ours.
+            Err(_) => return,
+        };
+        let mut down = self.unreachable.lock().unwrap_or_else(|p| p.into_inner());
+        match (lost, down.contains(url)) {
+            (true, false) => {
+                if let Err(e) = outcome {
+                    tracing::warn!(peer = %url, error = %e, "a Raft peer is unreachable; retrying");
+                }
+                down.insert(url.to_owned());
+            }
+            (false, true) => {
+                tracing::warn!(peer = %url, "a Raft peer is reachable again");
+                down.remove(url);
+            }
+            _ => {}
+        }
+    }
+
     fn preamble(&self, group: u32) -> pb::Preamble {
         pb::Preamble { cluster_id: self.cluster_id.clone(), node_id: self.node_id, group }
     }
@@ -170,11 +203,13 @@ where
     Fut: Future<Output = Result<Response<Rep>, Status>>,
 {
     let client = peer.peers.client(&peer.url)?;
-    match tokio::time::timeout(option.soft_ttl(), send(client, request)).await {
+    let outcome = match tokio::time::timeout(option.soft_ttl(), send(client, request)).await {
         Ok(Ok(reply)) => Ok(reply.into_inner()),
         Ok(Err(status)) => Err(PeerError::Status { url: peer.url.clone(), status }),
         Err(_) => Err(PeerError::Timeout { url: peer.url.clone(), after: option.soft_ttl() }),
-    }
+    };
+    peer.peers.observe(&peer.url, &outcome);
+    outcome
 }
 
 impl GrpcPeer {
@@ -196,11 +231,12 @@ impl RaftNetwork<TypeConfig> for GrpcPeer {
     ) -> Rpc<AppendEntriesResponse<NodeId>> {
         let req = conv::append_request_to(self.peers.preamble(self.group), &rpc).map_err(unreachable)?;
         let batcher = self.peers.batcher(&self.url).map_err(unreachable)?;
-        let reply = match tokio::time::timeout(option.soft_ttl(), batcher.send(req)).await {
-            Ok(Ok(reply)) => reply,
-            Ok(Err(e)) => return Err(unreachable(e)),
-            Err(_) => return Err(unreachable(PeerError::Timeout { url: self.url.clone(), after: option.soft_ttl() })),
+        let sent = match tokio::time::timeout(option.soft_ttl(), batcher.send(req)).await {
+            Ok(sent) => sent,
+            Err(_) => Err(PeerError::Timeout { url: self.url.clone(), after: option.soft_ttl() }),
         };
+        self.peers.observe(&self.url, &sent);
+        let reply = sent.map_err(unreachable)?;
         conv::append_reply_from(reply).map_err(|r| self.refused(r))
     }
 

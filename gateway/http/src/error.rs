@@ -111,7 +111,8 @@ impl ErrorAnswer {
     /// `{"error":{"code":"...","message":"..."}}`
     pub fn body(&self) -> Bytes {
         let body = serde_json::json!({"error": {"code": self.code.as_str(), "message": self.message}});
-        Bytes::from(body.to_string())
+        // A body that ends with a newline reads well in a terminal (`curl`).
+        Bytes::from(format!("{body}\n"))
     }
 }
 

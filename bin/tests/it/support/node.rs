@@ -92,20 +92,25 @@ impl Node {
     /// alive as long as it. A gateway serves at once and answers `503
     /// NO_UPSTREAM` until it found its cluster: this waits until it is ready.
     pub fn spawn(args: &[String], data: Option<tempfile::TempDir>) -> Node {
-        let node = Node::spawn_logging(args, data, "warn");
+        let node = Node::spawn_logging(args, data, "");
         if args.first().is_some_and(|a| a == "gateway") {
             node.wait_ready_blocking();
         }
         node
     }
 
-    /// As `spawn`, logging what the `URSULA_LOG` filter `log` lets through.
+    /// As `spawn`, logging what the `URSULA_LOG` filter `log` lets through
+    /// (empty: the binary's default, as an operator gets it).
     pub fn spawn_logging(args: &[String], data: Option<tempfile::TempDir>, log: &str) -> Node {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ursula"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ursula"));
+        match log {
+            "" => command.env_remove("URSULA_LOG"),
+            filter => command.env("URSULA_LOG", filter),
+        };
+        let mut child = command
             .args(args)
             // No ./ursula.toml of the source tree may change the node.
             .current_dir(std::env::temp_dir())
-            .env("URSULA_LOG", log)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
