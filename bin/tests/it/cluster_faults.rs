@@ -408,3 +408,83 @@ async fn a_lagging_follower_confirms_its_tail_through_the_leader() {
     assert_eq!(at_tail.status(), 200, "a cursor the leader handed out is not out of range");
     assert_eq!(at_tail.text().await.expect("text"), "");
 }
+
+/// Issue 17, finding 0: a follower cut off while hundreds of MiB of 1 MiB
+/// appends commit catches up once its links return. openraft bounds an
+/// AppendEntries by entry count; without a byte bound the calls to the
+/// lagging follower exceeded the gRPC message limit and it never caught up.
+#[tokio::test]
+async fn a_follower_cut_off_during_large_appends_catches_up() {
+    const L: &str = "/faults/large";
+    const APPENDS: usize = 200;
+    const MIB: usize = 1024 * 1024;
+    let cluster = Cluster::new().await;
+    let _nodes: Vec<Node> = (0..VOTERS).map(|i| cluster.start(i)).collect();
+    let urls: Vec<String> = cluster.layout.client.iter().map(|p| format!("http://127.0.0.1:{p}")).collect();
+    let policy = || reqwest::redirect::Policy::none();
+    let http = reqwest::Client::builder().no_proxy().redirect(policy()).timeout(Duration::from_secs(30)).build();
+    let http = http.expect("client");
+    let leader = land(&http, &urls, L, 0).await;
+    let lagging = (leader + 1) % VOTERS;
+    cluster.isolate(lagging, true);
+    // Text streams take UTF-8: letters, the first one naming the append.
+    let letters = |first: u8| -> Vec<u8> {
+        let mut v: Vec<u8> = (0..MIB).map(|i| b'a' + (i % 26) as u8).collect();
+        v[0] = first;
+        v
+    };
+    let mut chunk = letters(b'A');
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let mut tail = String::new();
+    let mut sent_bytes = record(0).len();
+    for i in 0..APPENDS {
+        chunk[0] = b'A' + (i % 26) as u8;
+        loop {
+            // The leader of the two that still talk; redirects are followed by hand.
+            let mut acked = false;
+            for url in &urls {
+                let answer =
+                    http.post(format!("{url}{L}")).header("content-type", TEXT).body(chunk.clone()).send().await;
+                if let Ok(a) = answer
+                    && a.status().is_success()
+                {
+                    tail = a.headers()["stream-next-offset"].to_str().expect("an offset").to_owned();
+                    acked = true;
+                    break;
+                }
+            }
+            if acked {
+                break;
+            }
+            assert!(Instant::now() < deadline, "append {i} was never acknowledged");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        sent_bytes += MIB;
+    }
+    assert_eq!(tail, crate::support::offset(sent_bytes as u64));
+    cluster.isolate(lagging, false);
+    // The lagging replica serves the last byte once it caught up (its own
+    // tail is confirmed through the leader, so it never claims a stale one).
+    let last = crate::support::offset(sent_bytes as u64 - 1);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let read = http.get(format!("{}{L}?offset={last}&max_bytes=1", urls[lagging])).send().await;
+        if let Ok(r) = read
+            && r.status() == 200
+            && r.headers().get("stream-next-offset").and_then(|v| v.to_str().ok()) == Some(tail.as_str())
+        {
+            let body = r.bytes().await.expect("the last byte");
+            assert_eq!(body.as_ref(), &chunk[MIB - 1..], "the last byte of the last append");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the lagging follower never caught up");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // And its replica holds an early append in full.
+    let second = crate::support::offset(record(0).len() as u64);
+    let read = http.get(format!("{}{L}?offset={second}&max_bytes={MIB}", urls[lagging])).send().await;
+    let read = read.expect("a read of the first large append");
+    assert_eq!(read.status(), 200);
+    let first = letters(b'A');
+    assert!(read.bytes().await.expect("bytes").as_ref() == first.as_slice(), "the first large append");
+}

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use prost::Message;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tonic::transport::Channel;
 use ursula_proto::raft::v1 as pb;
@@ -20,6 +21,10 @@ use super::peer_error::PeerError;
 const MAX_IN_FLIGHT: usize = 2;
 /// Requests in one call.
 const MAX_BATCH: usize = 256;
+/// Bytes of requests in one call: the heartbeats of other groups in the
+/// same call must not wait behind a large catch-up past openraft's RPC
+/// deadline (`heartbeat_interval`), and no call nears the message limit.
+const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
 
 type Reply = Result<pb::AppendEntriesReply, PeerError>;
 
@@ -63,13 +68,31 @@ async fn run(
     stats: Arc<BatchStats>,
 ) {
     let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-    while let Some(first) = rx.recv().await {
+    // A request that did not fit the last batch opens the next one.
+    let mut carried: Option<Item> = None;
+    loop {
+        let first = match carried.take() {
+            Some(item) => item,
+            None => match rx.recv().await {
+                Some(item) => item,
+                None => return,
+            },
+        };
         // Waiting for a slot is when a batch fills up.
         let Ok(slot) = slots.clone().acquire_owned().await else { return };
+        let mut bytes = first.request.encoded_len();
         let mut items = vec![first];
         while items.len() < MAX_BATCH {
             match rx.try_recv() {
-                Ok(item) => items.push(item),
+                Ok(item) => {
+                    let len = item.request.encoded_len();
+                    if bytes.saturating_add(len) > MAX_BATCH_BYTES {
+                        carried = Some(item);
+                        break;
+                    }
+                    bytes += len;
+                    items.push(item);
+                }
                 Err(_) => break,
             }
         }

@@ -28,6 +28,42 @@ use super::refusals::{Direction, PeerRefusals};
 use super::snapshot_store::{ObjectRef, SnapshotStore, Stored};
 use super::types::{NodeId, TypeConfig};
 
+/// The entries of one AppendEntries call, in bytes (one entry always goes,
+/// whatever its size: the largest is a 32 MiB append, under the message
+/// limit). openraft bounds its calls by entry count and gives each one
+/// `heartbeat_interval` (500 ms) to complete: with 1 MiB entries the calls
+/// to a lagging follower ran past that deadline (or the message limit)
+/// and it never caught up. Small calls finish within it.
+const MAX_APPEND_BYTES: usize = 2 * 1024 * 1024;
+
+/// Cuts `req` to the longest prefix of entries within `max_bytes` (at least
+/// one); returns the log id of the last entry kept when it cut any.
+fn bound_append(
+    req: &mut pb::AppendEntriesRequest,
+    rpc: &AppendEntriesRequest<TypeConfig>,
+    max_bytes: usize,
+) -> Option<openraft::LogId<NodeId>> {
+    let mut total = 0usize;
+    let keep = req
+        .entries
+        .iter()
+        .position(|e| {
+            total = total.saturating_add(e.len());
+            total > max_bytes
+        })
+        .map(|over| over.max(1))?;
+    if keep >= req.entries.len() {
+        return None;
+    }
+    req.entries.truncate(keep);
+    let last = rpc.entries.get(keep - 1).map(|e| e.log_id)?;
+    // Committed as far as the sent entries reach: never more than them.
+    if req.leader_commit.as_ref().is_some_and(|c| c.index > last.index) {
+        req.leader_commit = Some(conv::log_id_to(&last));
+    }
+    Some(last)
+}
+
 /// How long a follower waits for its leader's read barrier.
 const BARRIER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long a bootstrap probe waits for a peer.
@@ -229,7 +265,9 @@ impl RaftNetwork<TypeConfig> for GrpcPeer {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Rpc<AppendEntriesResponse<NodeId>> {
-        let req = conv::append_request_to(self.peers.preamble(self.group), &rpc).map_err(unreachable)?;
+        let mut req = conv::append_request_to(self.peers.preamble(self.group), &rpc).map_err(unreachable)?;
+        // Bounded in bytes, whatever the entry sizes: the rest goes in the next call.
+        let sent_up_to = bound_append(&mut req, &rpc, MAX_APPEND_BYTES);
         let batcher = self.peers.batcher(&self.url).map_err(unreachable)?;
         let sent = match tokio::time::timeout(option.soft_ttl(), batcher.send(req)).await {
             Ok(sent) => sent,
@@ -237,7 +275,11 @@ impl RaftNetwork<TypeConfig> for GrpcPeer {
         };
         self.peers.observe(&self.url, &sent);
         let reply = sent.map_err(unreachable)?;
-        conv::append_reply_from(reply).map_err(|r| self.refused(r))
+        match (conv::append_reply_from(reply).map_err(|r| self.refused(r))?, sent_up_to) {
+            // The follower took what was sent, not everything openraft asked for.
+            (AppendEntriesResponse::Success, Some(last)) => Ok(AppendEntriesResponse::PartialSuccess(Some(last))),
+            (answer, _) => Ok(answer),
+        }
     }
 
     async fn install_snapshot(
@@ -479,5 +521,47 @@ impl RaftService for RaftServer {
             Ok(reply) => conv::snapshot_reply_to(&reply),
             Err(r) => pb::InstallSnapshotReply { result: Some(R::Refusal(r)) },
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::{Entry, EntryPayload, LogId, Vote};
+
+    use super::*;
+
+    fn rpc_of(sizes: &[usize], commit: u64) -> (pb::AppendEntriesRequest, AppendEntriesRequest<TypeConfig>) {
+        let log_id = |i: u64| LogId::new(openraft::CommittedLeaderId::new(1, 1), i);
+        let entries: Vec<Entry<TypeConfig>> =
+            (1..=sizes.len() as u64).map(|i| Entry { log_id: log_id(i), payload: EntryPayload::Blank }).collect();
+        let rpc = AppendEntriesRequest {
+            vote: Vote::new_committed(1, 1),
+            prev_log_id: None,
+            entries,
+            leader_commit: Some(log_id(commit)),
+        };
+        let req = pb::AppendEntriesRequest {
+            entries: sizes.iter().map(|n| vec![0u8; *n]).collect(),
+            leader_commit: Some(conv::log_id_to(&log_id(commit))),
+            ..Default::default()
+        };
+        (req, rpc)
+    }
+
+    #[test]
+    fn an_append_is_cut_to_its_byte_bound_and_commits_no_further_than_it_sends() {
+        const MIB: usize = 1024 * 1024;
+        let (mut req, rpc) = rpc_of(&[MIB; 20], 20);
+        let last = bound_append(&mut req, &rpc, 8 * MIB).expect("cut");
+        assert_eq!((req.entries.len(), last.index), (8, 8));
+        assert_eq!(req.leader_commit.map(|c| c.index), Some(8), "commit clamped to what was sent");
+
+        let (mut req, rpc) = rpc_of(&[MIB; 4], 2);
+        assert_eq!(bound_append(&mut req, &rpc, 8 * MIB), None, "within the bound: untouched");
+        assert_eq!((req.entries.len(), req.leader_commit.map(|c| c.index)), (4, Some(2)));
+
+        let (mut req, rpc) = rpc_of(&[32 * MIB, MIB], 1);
+        let last = bound_append(&mut req, &rpc, 8 * MIB).expect("cut");
+        assert_eq!((req.entries.len(), last.index), (1, 1), "one entry always goes, whatever its size");
     }
 }

@@ -12,7 +12,7 @@ use ursula_proto::raft::v1 as pb;
 use super::codec::{self, CodecError};
 use super::types::{LogId, NodeId, TypeConfig, Vote};
 
-fn log_id_to(id: &LogId) -> pb::LogId {
+pub fn log_id_to(id: &LogId) -> pb::LogId {
     pb::LogId { term: id.leader_id.term, node_id: id.leader_id.node_id, index: id.index }
 }
 
