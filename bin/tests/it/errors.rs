@@ -221,3 +221,22 @@ async fn malformed_escapes_a_missing_host_and_a_huge_content_type_answer_400() {
     node.put("/demo/long").content_type(&long).send().await.expect_error(400, "INVALID_HEADER");
     node.head("/demo/long").send().await.expect_head_error(404);
 }
+
+/// Issue 17, finding 6: a request body is stored as sent, so one with a
+/// `Content-Encoding` (stored compressed before) is refused with `415`.
+#[tokio::test]
+async fn a_compressed_request_body_is_refused_not_stored_compressed() {
+    let node = Node::start();
+    node.create("/demo/gz", "text/plain").await;
+    let answer =
+        node.post("/demo/gz").content_type("text/plain").header("content-encoding", "gzip").body("x").send().await;
+    answer.expect_error(415, "INVALID_REQUEST").expect_header("accept-encoding", "identity");
+    node.post("/demo/gz")
+        .content_type("text/plain")
+        .header("content-encoding", "identity")
+        .body("x")
+        .send()
+        .await
+        .expect(204);
+    assert_eq!(node.read_all("/demo/gz").await.text(), "x");
+}

@@ -31,6 +31,8 @@ pub enum ApiError {
     InvalidPartsCommit,
     /// A `text/*` body that is not UTF-8.
     InvalidUtf8,
+    /// A request body with a `Content-Encoding` (bodies are stored as sent).
+    EncodedBody,
     /// A byte range that starts at or past the end of a snapshot.
     RangeNotSatisfiable {
         total: u64,
@@ -194,6 +196,12 @@ impl ApiError {
             ApiError::Admin { status, code, message } => ErrorAnswer::new(*status, *code, *message),
             ApiError::Backend(BackendError::Rejected(r)) => rejection_answer(r),
             ApiError::Backend(BackendError::Parts(r)) => parts_answer(r),
+            ApiError::EncodedBody => ErrorAnswer::new(
+                S::UNSUPPORTED_MEDIA_TYPE,
+                ErrorCode::InvalidRequest,
+                "request bodies are stored as sent: send them without Content-Encoding",
+            )
+            .header("accept-encoding", "identity"),
             ApiError::InvalidUtf8 => {
                 ErrorAnswer::new(S::BAD_REQUEST, ErrorCode::InvalidRequest, "a text/* body must be valid UTF-8")
             }

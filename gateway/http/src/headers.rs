@@ -29,6 +29,16 @@ const SINGLE_VALUED: &[&str] = &[
     names::STREAM_SNAPSHOT_DIGEST,
 ];
 
+/// A request body is stored as sent: one with a `Content-Encoding` (gzip,
+/// ...) would be stored compressed, so it is refused (`415`).
+pub fn refuse_encoded_body(h: &HeaderMap) -> Result<(), ApiError> {
+    let encoded = h
+        .get_all(http::header::CONTENT_ENCODING)
+        .iter()
+        .any(|v| v.to_str().map_or(true, |e| !e.trim().eq_ignore_ascii_case("identity")));
+    if encoded { Err(ApiError::EncodedBody) } else { Ok(()) }
+}
+
 /// `400 INVALID_HEADER` naming the first protocol header sent twice.
 pub fn refuse_duplicates(h: &HeaderMap) -> Result<(), ApiError> {
     match SINGLE_VALUED.iter().find(|name| h.get_all(**name).iter().nth(1).is_some()) {

@@ -91,6 +91,7 @@ where
 {
     let routed = route(req.uri().path())?;
     crate::headers::refuse_duplicates(req.headers())?;
+    crate::headers::refuse_encoded_body(req.headers())?;
     if let Some(key) = write_target(&routed, req.method()) {
         route_write(&shared, key, &req)?;
     }
