@@ -29,6 +29,11 @@ pub struct Target {
 }
 
 impl Target {
+    /// The server's socket address, for raw connections.
+    pub fn socket_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     pub async fn resolve(url: &str, template: &str, label: &str, pid: Option<u32>) -> anyhow::Result<Target> {
         let uri: Uri = url.parse().with_context(|| format!("parsing --url {url}"))?;
         if uri.scheme_str() != Some("http") {

@@ -21,7 +21,9 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
 use client::Target;
-use scenarios::{Ctx, Scenario, append::AppendArgs, catchup::CatchupArgs, fanout::FanoutArgs, many::ManyArgs};
+use scenarios::{
+    Ctx, Scenario, append::AppendArgs, catchup::CatchupArgs, fanout::FanoutArgs, flood::FloodArgs, many::ManyArgs,
+};
 
 const DEFAULT_TEMPLATE: &str = "/loadtest/{name}";
 
@@ -61,6 +63,13 @@ enum Command {
         target: One,
         #[command(flatten)]
         args: ManyArgs,
+    },
+    /// An appender measured alone and during a flood of idle and slow connections: p99 in the flood / alone.
+    ConnectionFlood {
+        #[command(flatten)]
+        target: One,
+        #[command(flatten)]
+        args: FloodArgs,
     },
     /// An S3-compatible server over a directory (s3s-fs), for cold-tier benchmarks.
     S3Server {
@@ -163,6 +172,7 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
         Command::SseFanout { target, args } => one(Scenario::SseFanout(args), target),
         Command::Catchup { target, args } => one(Scenario::Catchup(args), target),
         Command::ManyStreams { target, args } => one(Scenario::ManyStreams(args), target),
+        Command::ConnectionFlood { target, args } => one(Scenario::ConnectionFlood(args), target),
         Command::S3Server { .. } => anyhow::bail!("s3-server runs on its own"),
         Command::Compare { targets, scenario } => {
             let n = targets.url.len();

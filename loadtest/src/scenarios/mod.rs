@@ -5,6 +5,7 @@
 pub mod append;
 pub mod catchup;
 pub mod fanout;
+pub mod flood;
 pub mod many;
 
 use std::time::Duration;
@@ -33,6 +34,7 @@ pub enum Scenario {
     SseFanout(fanout::FanoutArgs),
     Catchup(catchup::CatchupArgs),
     ManyStreams(many::ManyArgs),
+    ConnectionFlood(flood::FloodArgs),
 }
 
 /// Per-server state carried from setup into the rounds.
@@ -49,6 +51,7 @@ impl Scenario {
             Scenario::SseFanout(_) => "sse-fanout",
             Scenario::Catchup(_) => "catchup",
             Scenario::ManyStreams(_) => "many-streams",
+            Scenario::ConnectionFlood(_) => "connection-flood",
         }
     }
 
@@ -59,6 +62,7 @@ impl Scenario {
             Scenario::SseFanout(a) => a.params(),
             Scenario::Catchup(a) => a.params(),
             Scenario::ManyStreams(a) => a.params(),
+            Scenario::ConnectionFlood(a) => a.params(),
         }
     }
 
@@ -75,7 +79,7 @@ impl Scenario {
     /// What one `ops` of the scenario is, for the CPU-per-op figure.
     fn op(&self) -> &'static str {
         match self {
-            Scenario::Append(_) => "append",
+            Scenario::Append(_) | Scenario::ConnectionFlood(_) => "append",
             Scenario::SseFanout(_) => "delivered event",
             Scenario::Catchup(_) => "MiB read",
             Scenario::ManyStreams(_) => "stream",
@@ -95,6 +99,7 @@ impl Scenario {
     async fn setup(&self, ctx: &Ctx, t: &Target, sample: &mut Sample) -> anyhow::Result<State> {
         match self {
             Scenario::Append(a) => Ok(State::Append(append::setup(a, ctx, t).await?)),
+            Scenario::ConnectionFlood(a) => Ok(State::Append(flood::setup(a, ctx, t).await?)),
             Scenario::Catchup(a) => Ok(State::Catchup(catchup::setup(a, ctx, t, sample).await?)),
             Scenario::ManyStreams(_) => {
                 many::setup(t, sample);
@@ -107,6 +112,7 @@ impl Scenario {
     async fn round(&self, ctx: &Ctx, t: &Target, state: &State, round: u32) -> anyhow::Result<Sample> {
         match (self, state) {
             (Scenario::Append(a), State::Append(s)) => append::round(a, t, s, round).await,
+            (Scenario::ConnectionFlood(a), State::Append(s)) => flood::round(a, t, s, round).await,
             (Scenario::SseFanout(a), _) => fanout::round(a, ctx, t, round).await,
             (Scenario::Catchup(a), State::Catchup(s)) => catchup::round(a, t, s).await,
             (Scenario::ManyStreams(a), _) => many::round(a, ctx, t, round).await,
@@ -122,6 +128,7 @@ impl Scenario {
             Scenario::SseFanout(_) => fanout::figures(s),
             Scenario::Catchup(_) => catchup::figures(s),
             Scenario::ManyStreams(_) => many::figures(s),
+            Scenario::ConnectionFlood(_) => flood::figures(s),
         };
         f.extend(error_figures(s));
         f.extend(cpu_figures(s, self.op()));
