@@ -240,3 +240,18 @@ async fn a_compressed_request_body_is_refused_not_stored_compressed() {
         .expect(204);
     assert_eq!(node.read_all("/demo/gz").await.text(), "x");
 }
+
+/// Issue 17, finding 6: a snapshot route's `INVALID_OFFSET` names only the
+/// offsets that route takes (no `-1`, no `now`).
+#[tokio::test]
+async fn a_snapshot_routes_invalid_offset_names_only_what_it_takes() {
+    let node = Node::start();
+    node.create("/demo/snap", "text/plain").await;
+    for path in ["/demo/snap/snapshot/now", "/demo/snap/snapshot/-1", "/demo/snap/retention/-1"] {
+        let method = if path.contains("retention") { Method::PUT } else { Method::GET };
+        let answer = node.request(method, path).send().await;
+        answer.expect_error(400, "INVALID_OFFSET");
+        let message = answer.json()["error"]["message"].as_str().unwrap_or_default().to_string();
+        assert!(!message.contains("-1") && !message.contains("now"), "{path}: {message}");
+    }
+}

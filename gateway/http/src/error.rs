@@ -21,6 +21,9 @@ pub enum ApiError {
     /// A request the router cannot take, such as a path that is not UTF-8.
     InvalidRequest(&'static str),
     InvalidOffset,
+    /// A snapshot or retention route's offset: only a server-issued one
+    /// (those routes take neither `-1` nor `now`).
+    InvalidPositionOffset,
     /// An immutable resource's token or offset not in the issued form.
     InvalidResource,
     /// A query on an immutable resource.
@@ -146,6 +149,11 @@ impl ApiError {
             ApiError::Unsupported(m) => ErrorAnswer::new(S::BAD_REQUEST, ErrorCode::Unsupported, m.clone()),
             ApiError::RemovedRoute(m) => ErrorAnswer::new(S::METHOD_NOT_ALLOWED, ErrorCode::Unsupported, *m),
             ApiError::InvalidRequest(m) => ErrorAnswer::new(S::BAD_REQUEST, ErrorCode::InvalidRequest, *m),
+            ApiError::InvalidPositionOffset => ErrorAnswer::new(
+                S::BAD_REQUEST,
+                ErrorCode::InvalidOffset,
+                "the offset in the path must be one the server returned (20 digits)",
+            ),
             ApiError::InvalidOffset => ErrorAnswer::new(
                 S::BAD_REQUEST,
                 ErrorCode::InvalidOffset,

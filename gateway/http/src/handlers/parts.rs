@@ -30,7 +30,7 @@ where
 {
     let parts = shared.backend.parts().ok_or(ApiError::NoColdStore)?;
     // The offset is checked and otherwise ignored: a part belongs to the incarnation.
-    Offset::parse_token(raw_offset).ok_or(ApiError::InvalidOffset)?;
+    Offset::parse_token(raw_offset).ok_or(ApiError::InvalidPositionOffset)?;
     let expect = headers::incarnation(req.headers())?;
     let declared = req
         .headers()

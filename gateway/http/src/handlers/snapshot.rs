@@ -14,7 +14,7 @@ use crate::headers::{self, names};
 use crate::render::{self, Answer};
 
 pub(super) fn offset(raw: &str) -> Result<Offset, ApiError> {
-    Offset::parse_token(raw).ok_or(ApiError::InvalidOffset)
+    Offset::parse_token(raw).ok_or(ApiError::InvalidPositionOffset)
 }
 
 pub async fn publish<B, T>(
