@@ -413,7 +413,12 @@ async fn a_lagging_follower_confirms_its_tail_through_the_leader() {
 /// appends commit catches up once its links return. openraft bounds an
 /// AppendEntries by entry count; without a byte bound the calls to the
 /// lagging follower exceeded the gRPC message limit and it never caught up.
+///
+/// Heavy (600 MiB through three voters, on two cores): it runs alone, as a
+/// step of `scripts/test-all.sh`, never in parallel with the suite, whose
+/// load it would distort (and be distorted by).
 #[tokio::test]
+#[ignore = "heavy: scripts/test-all.sh runs it alone"]
 async fn a_follower_cut_off_during_large_appends_catches_up() {
     const L: &str = "/faults/large";
     const APPENDS: usize = 200;
