@@ -414,11 +414,12 @@ async fn a_lagging_follower_confirms_its_tail_through_the_leader() {
 /// AppendEntries by entry count; without a byte bound the calls to the
 /// lagging follower exceeded the gRPC message limit and it never caught up.
 ///
-/// Heavy (600 MiB through three voters, on two cores): it runs alone, as a
-/// step of `scripts/test-all.sh`, never in parallel with the suite, whose
-/// load it would distort (and be distorted by).
+/// Not yet reliable (issue 17, finding 0 stays open): with replication
+/// bounded in bytes it passed once alone in 36 s, and failed twice (once
+/// alone) with the follower still behind after 300 s. Run it by hand:
+/// `cargo test -p ursula --test it -- --ignored cluster_faults::a_follower_cut_off`.
 #[tokio::test]
-#[ignore = "heavy: scripts/test-all.sh runs it alone"]
+#[ignore = "flaky on 2 cores: issue 17 finding 0 is open"]
 async fn a_follower_cut_off_during_large_appends_catches_up() {
     const L: &str = "/faults/large";
     const APPENDS: usize = 200;
