@@ -73,25 +73,31 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     ursula_http::options::parse_duration(text).ok_or_else(|| format!("{text:?} is not a duration like 30s or 500ms"))
 }
 
-/// A CORS origin is `*` or `scheme://host[:port]` (RFC 6454), as a browser
-/// sends it in `Origin`; anything else would never match.
-fn check_origin(origin: &str) -> anyhow::Result<()> {
-    if origin == "*" {
-        return Ok(());
-    }
-    let trimmed = origin.trim_end_matches('/');
-    let uri: Option<http::Uri> = trimmed.parse().ok();
-    let ok = uri.is_some_and(|u| {
+/// `http(s)://host[:port]` and nothing more: what a voter's client plane
+/// (`--upstream`) and a browser's `Origin` (RFC 6454) look like.
+fn is_base_url(text: &str) -> bool {
+    let trimmed = text.trim_end_matches('/');
+    trimmed.parse::<http::Uri>().is_ok_and(|u| {
         matches!(u.scheme_str(), Some("http" | "https"))
             && u.host().is_some_and(|h| !h.is_empty())
             && matches!(u.path(), "" | "/")
             && u.query().is_none()
             && !trimmed.contains('@')
-    });
+    })
+}
+
+/// A CORS origin is `*` or a base URL; anything else would never match.
+fn check_origin(origin: &str) -> anyhow::Result<()> {
     anyhow::ensure!(
-        ok,
+        origin == "*" || is_base_url(origin),
         "--cors-allowed-origin {origin:?} must be * or scheme://host[:port], e.g. https://app.example.com"
     );
+    Ok(())
+}
+
+/// An upstream is a voter's client plane.
+fn check_upstream(url: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(is_base_url(url), "--upstream {url:?} must be http(s)://host[:port], a voter's client plane");
     Ok(())
 }
 
@@ -106,7 +112,7 @@ impl GatewayArgs {
             check_origin(origin)?;
         }
         for url in &self.upstreams {
-            crate::upstream::discovery::check_url(url)?;
+            check_upstream(url)?;
         }
         let uploads = UploadLimits::new(
             self.max_request_body_bytes,
@@ -142,7 +148,7 @@ impl GatewayArgs {
 
 #[cfg(test)]
 mod tests {
-    use super::check_origin;
+    use super::{check_origin, check_upstream};
 
     #[test]
     fn cors_origins_are_checked_at_start() {
@@ -151,6 +157,16 @@ mod tests {
         }
         for bad in ["app.example.com", "https://", "https://app.example.com/path", "ftp://x", "https://u@x", "**"] {
             assert!(check_origin(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn upstream_urls_are_checked_at_start() {
+        for good in ["http://10.0.0.1:4437", "https://voter-1.internal", "http://127.0.0.1:4437/"] {
+            assert!(check_upstream(good).is_ok(), "{good}");
+        }
+        for bad in ["notaurl", "10.0.0.1:4437", "ftp://host", "http://", "http://host/path", "http://host?x=1"] {
+            assert!(check_upstream(bad).is_err(), "{bad}");
         }
     }
 }

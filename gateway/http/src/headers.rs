@@ -68,6 +68,11 @@ pub fn stream_closed(headers: &HeaderMap) -> bool {
 }
 
 /// `Content-Type` of a request; a value that is no MIME type is malformed.
+/// The body length a request declares, when it declares a valid one.
+pub fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers.get(http::header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
+}
+
 /// The longest `Content-Type` a stream takes.
 pub const MAX_CONTENT_TYPE_BYTES: usize = 256;
 

@@ -13,13 +13,11 @@ use ursula_proto::stream::v1::stream_service_client::StreamServiceClient;
 use super::{DISCOVERY_WARN_EVERY, PROBE_INTERVAL, PROBE_TIMEOUT, READY_WITHIN, Upstreams, health, watches};
 
 impl Upstreams {
-    /// One lazily connected client per `--upstream`, checked at start: a URL
-    /// that is not `http(s)://host[:port]` refuses the start.
+    /// One lazily connected client per `--upstream` (checked by `flags`).
     pub fn connect(urls: &[String]) -> anyhow::Result<Vec<super::Client>> {
         anyhow::ensure!(!urls.is_empty(), "at least one --upstream is needed");
         let mut clients = Vec::with_capacity(urls.len());
         for url in urls {
-            check_url(url)?;
             let endpoint = Endpoint::from_shared(url.clone())
                 .map_err(|e| anyhow::anyhow!("--upstream {url}: {e}"))?
                 .connect_timeout(Duration::from_secs(2))
@@ -125,32 +123,5 @@ impl Upstreams {
     pub(super) fn index_of(&self, client_url: &str) -> Option<usize> {
         let norm = |u: &str| u.trim_end_matches('/').to_string();
         self.urls.iter().position(|u| norm(u) == norm(client_url))
-    }
-}
-
-/// An upstream is a voter's client plane: `http(s)://host[:port]`, no path.
-pub(crate) fn check_url(url: &str) -> anyhow::Result<()> {
-    let uri: http::Uri = url.parse().map_err(|e| anyhow::anyhow!("--upstream {url:?} is not a URL: {e}"))?;
-    let scheme_ok = matches!(uri.scheme_str(), Some("http" | "https"));
-    let path_ok = matches!(uri.path(), "" | "/") && uri.query().is_none();
-    anyhow::ensure!(
-        scheme_ok && uri.host().is_some_and(|h| !h.is_empty()) && path_ok,
-        "--upstream {url:?} must be http(s)://host[:port], a voter's client plane"
-    );
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::check_url;
-
-    #[test]
-    fn upstream_urls_are_checked_at_start() {
-        for good in ["http://10.0.0.1:4437", "https://voter-1.internal", "http://127.0.0.1:4437/"] {
-            assert!(check_url(good).is_ok(), "{good}");
-        }
-        for bad in ["notaurl", "10.0.0.1:4437", "ftp://host", "http://", "http://host/path", "http://host?x=1"] {
-            assert!(check_url(bad).is_err(), "{bad}");
-        }
     }
 }

@@ -60,7 +60,6 @@ where
     let req = Request::from_parts(parts, body);
     let origin = req.headers().get(http::header::ORIGIN).cloned();
     let options = shared.clone();
-    let path = req.uri().path().to_owned();
     let mut answer = if req.method() == Method::OPTIONS {
         render::preflight()
     } else if req.version() == http::Version::HTTP_11 && !req.headers().contains_key(http::header::HOST) {
@@ -70,7 +69,7 @@ where
         dispatch(shared, req).await.unwrap_or_else(|e| render::error(&e, head))
     };
     if answer.status() == StatusCode::METHOD_NOT_ALLOWED {
-        answer.headers_mut().insert(http::header::ALLOW, http::HeaderValue::from_static(allowed_methods(&path)));
+        answer.headers_mut().insert(http::header::ALLOW, http::HeaderValue::from_static(allowed_methods(uri.path())));
     }
     let origin = origin.as_ref().and_then(|o| o.to_str().ok());
     render::add_common_headers(&mut answer, &options.options.cors, origin);
@@ -218,11 +217,7 @@ where
     T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let limit = shared.options.request_limit();
-    let declared = req
-        .headers()
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+    let declared = crate::headers::content_length(req.headers());
     if declared.is_some_and(|n| n > limit) {
         return Err(ApiError::RequestTooLarge { limit });
     }

@@ -32,12 +32,7 @@ where
     // The offset is checked and otherwise ignored: a part belongs to the incarnation.
     Offset::parse_token(raw_offset).ok_or(ApiError::InvalidPositionOffset)?;
     let expect = headers::incarnation(req.headers())?;
-    let declared = req
-        .headers()
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(crate::limits::MAX_REQUEST_BYTES);
+    let declared = headers::content_length(req.headers()).unwrap_or(crate::limits::MAX_REQUEST_BYTES);
     parts.admit_part(PartAdmission { key: key.clone(), expect, declared }).await?;
     let upload = read_body(shared, req).await?;
     let PartStaged { id, info } = parts.stage_part(StagedPart { key, expect, body: upload.bytes.clone() }).await?;
