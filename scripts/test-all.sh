@@ -42,6 +42,9 @@ cargo test --workspace --locked
 step "node integration tests on the Raft engine (disk WAL)"
 URSULA_TEST_ENGINE=raft cargo test -p ursula --test it --locked
 
+step "a follower cut off during 200 MiB of 1 MiB appends catches up (heavy: alone)"
+cargo test -p ursula --test it --locked -- --ignored --exact cluster_faults::a_follower_cut_off_during_large_appends_catches_up
+
 step "node integration tests through ursula gateway in front of three voters"
 # Each test's node is a gateway with three voters of its own; the modules
 # that start their own clusters or restart nodes already ran above.

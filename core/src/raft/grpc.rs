@@ -30,11 +30,10 @@ use super::types::{NodeId, TypeConfig};
 
 /// The entries of one AppendEntries call, in bytes (one entry always goes,
 /// whatever its size: the largest is a 32 MiB append, under the message
-/// limit). openraft bounds its calls by entry count and gives each one
-/// `heartbeat_interval` (500 ms) to complete: with 1 MiB entries the calls
-/// to a lagging follower ran past that deadline (or the message limit)
-/// and it never caught up. Small calls finish within it.
-const MAX_APPEND_BYTES: usize = 2 * 1024 * 1024;
+/// limit). The log store already reads no more than this per call
+/// (`limited_get_log_entries`); the cut here keeps the bound whatever
+/// openraft hands over.
+const MAX_APPEND_BYTES: usize = super::log_store::MAX_REPLICATION_BYTES;
 
 /// Cuts `req` to the longest prefix of entries within `max_bytes` (at least
 /// one); returns the log id of the last entry kept when it cut any.

@@ -112,13 +112,15 @@ impl GroupLog {
         self.lock().bytes_since_purge
     }
 
-    fn read_from_disk(&self, index: u64) -> Result<Entry, StorageError> {
+    /// Entry `index` from the journal, with its encoded size.
+    fn read_from_disk(&self, index: u64) -> Result<(Entry, usize), StorageError> {
         let subject = || ErrorSubject::LogIndex(index);
         let raw =
             self.wal.read(self.group, index).map_err(|e| io_err(subject(), ErrorVerb::Read, &e))?.ok_or_else(|| {
                 io_err(subject(), ErrorVerb::Read, &std::io::Error::other("entry missing from the WAL"))
             })?;
-        codec::decode_entry(&raw).map_err(|e| io_err(subject(), ErrorVerb::Read, &e))
+        let entry = codec::decode_entry(&raw).map_err(|e| io_err(subject(), ErrorVerb::Read, &e))?;
+        Ok((entry, raw.len()))
     }
 
     /// `append` with any completion: openraft's `LogFlushed` cannot be
@@ -194,12 +196,19 @@ fn first_cached(inner: &LogInner) -> Option<u64> {
     inner.cache.front().map(|(e, _)| e.log_id.index)
 }
 
-impl RaftLogReader<TypeConfig> for GroupLog {
-    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
-        &mut self,
-        range: RB,
-    ) -> Result<Vec<Entry>, StorageError> {
-        let (from_disk, mut cached) = {
+/// The entries of one replication call, in encoded bytes (at least one
+/// entry, whatever its size). openraft asks for up to `max_payload_entries`
+/// (300) entries per call: with 1 MiB appends that was 300 MiB read from
+/// the WAL and encoded to send a few of them, and a lagging follower's
+/// calls ran past their deadline and never caught up (issue 17, finding 0).
+pub const MAX_REPLICATION_BYTES: usize = 2 * 1024 * 1024;
+
+impl GroupLog {
+    /// The entries of `range` the log holds, in order, stopping before the
+    /// one that would take their encoded size past `max_bytes` (the first
+    /// entry always comes).
+    fn read_entries<RB: RangeBounds<u64>>(&self, range: RB, max_bytes: usize) -> Result<Vec<Entry>, StorageError> {
+        let (from_disk, cached) = {
             let inner = self.lock();
             let first_live = inner.start;
             let start = match range.start_bound() {
@@ -219,17 +228,59 @@ impl RaftLogReader<TypeConfig> for GroupLog {
             }
             let cache_start = first_cached(&inner).unwrap_or(end).max(start);
             let base = first_cached(&inner).unwrap_or(0);
-            let cached: Vec<Entry> = (cache_start..end)
-                .filter_map(|i| inner.cache.get((i - base) as usize).map(|(e, _)| e.clone()))
+            // At most `max_bytes` of clones: the entries read from disk
+            // first may leave room for fewer of these.
+            let mut budget = Budget::new(max_bytes);
+            let cached: Vec<(Entry, usize)> = (cache_start..end)
+                .map_while(|i| inner.cache.get((i - base) as usize))
+                .take_while(|(_, size)| budget.take(*size))
+                .cloned()
                 .collect();
             (start..cache_start.min(end), cached)
         };
-        let mut out = Vec::with_capacity((from_disk.end - from_disk.start) as usize + cached.len());
+        let mut out = Vec::new();
+        let mut budget = Budget::new(max_bytes);
         for index in from_disk {
-            out.push(self.read_from_disk(index)?);
+            let (entry, size) = self.read_from_disk(index)?;
+            if !budget.take(size) {
+                return Ok(out);
+            }
+            out.push(entry);
         }
-        out.append(&mut cached);
+        out.extend(cached.into_iter().take_while(|(_, size)| budget.take(*size)).map(|(e, _)| e));
         Ok(out)
+    }
+}
+
+/// Bytes left for a read; the first entry is always taken.
+struct Budget {
+    left: usize,
+    first: bool,
+}
+
+impl Budget {
+    fn new(max_bytes: usize) -> Budget {
+        Budget { left: max_bytes, first: true }
+    }
+
+    fn take(&mut self, size: usize) -> bool {
+        let fits = self.first || size <= self.left;
+        self.first = false;
+        self.left = self.left.saturating_sub(size);
+        fits
+    }
+}
+
+impl RaftLogReader<TypeConfig> for GroupLog {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, StorageError> {
+        self.read_entries(range, usize::MAX)
+    }
+
+    async fn limited_get_log_entries(&mut self, start: u64, end: u64) -> Result<Vec<Entry>, StorageError> {
+        self.read_entries(start..end, MAX_REPLICATION_BYTES)
     }
 }
 
@@ -285,7 +336,7 @@ impl RaftLogStorage<TypeConfig> for GroupLog {
         };
         let before = match before {
             Some(b) => b,
-            None => Some(self.read_from_disk(index - 1)?.log_id),
+            None => Some(self.read_from_disk(index - 1)?.0.log_id),
         };
         {
             let mut inner = self.lock();
@@ -428,6 +479,29 @@ mod tests {
         assert_eq!(read.expect("a read while the write is pending"), [1]);
         written.await.expect("the writer").expect("the write");
         assert_eq!(terms(&mut log, 0..1).await.expect("a read from disk"), [1]);
+        wal.close().expect("closing the WAL");
+    }
+
+    /// A replication read stops at its byte budget, from the cache and from
+    /// disk alike, and always returns the first entry.
+    #[tokio::test]
+    async fn a_replication_read_is_bounded_in_bytes() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let (wal, mut log) = open(dir.path());
+        let size = codec::encode_entry(&entry(1, 1)).expect("an entry").len();
+        let count = |r: Result<Vec<Entry>, StorageError>| r.expect("a read").len();
+
+        let release = hold_writer(&wal);
+        let written = append(&mut log, (1..=10).map(|i| entry(1, i)).collect());
+        assert_eq!(count(log.read_entries(1..11, 3 * size + size / 2)), 3, "from the cache");
+        assert_eq!(count(log.read_entries(1..11, 0)), 1, "the first entry always comes");
+        drop(release);
+        written.await.expect("the writer").expect("the write");
+
+        assert_eq!(count(log.read_entries(1..11, 3 * size + size / 2)), 3, "from disk");
+        assert_eq!(count(log.read_entries(4..11, 0)), 1, "the first entry always comes");
+        assert_eq!(count(log.read_entries(1..11, usize::MAX)), 10);
+        assert_eq!(log.limited_get_log_entries(1, 11).await.expect("a read").len(), 10, "small entries fit");
         wal.close().expect("closing the WAL");
     }
 }

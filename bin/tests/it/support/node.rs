@@ -92,7 +92,9 @@ impl Node {
     /// alive as long as it. A gateway serves at once and answers `503
     /// NO_UPSTREAM` until it found its cluster: this waits until it is ready.
     pub fn spawn(args: &[String], data: Option<tempfile::TempDir>) -> Node {
-        let node = Node::spawn_logging(args, data, "");
+        // `URSULA_TEST_LOG` lets a person debugging a test see more of the nodes.
+        let log = std::env::var("URSULA_TEST_LOG").unwrap_or_default();
+        let node = Node::spawn_logging(args, data, &log);
         if args.first().is_some_and(|a| a == "gateway") {
             node.wait_ready_blocking();
         }
