@@ -367,6 +367,16 @@ async fn create_stream_with_a_malformed_expires_at_answers_400_invalid_header() 
     }
 }
 
+/// A stream would be born expired: refused, nothing created (issue 17).
+#[tokio::test]
+async fn create_stream_with_an_expires_at_already_past_answers_400_invalid_header() {
+    let node = Node::start();
+    for at in ["2001-01-01T00:00:00Z", "1970-01-01T00:00:00+00:00"] {
+        node.put("/demo/s").header("stream-expires-at", at).send().await.expect_error(400, "INVALID_HEADER");
+    }
+    node.head("/demo/s").send().await.expect_head_error(404);
+}
+
 #[tokio::test]
 async fn create_stream_with_a_malformed_content_type_answers_400() {
     let node = Node::start();

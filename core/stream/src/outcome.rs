@@ -129,6 +129,9 @@ pub enum Rejection {
     JsonBoundaryUnverified,
     /// A retention boundary beyond the tail or newer than the latest snapshot.
     InvalidRetention,
+    /// A create whose `Stream-Expires-At` is not after the time it applies
+    /// at: the stream would be born expired.
+    ExpiryNotInFuture,
 }
 
 impl Rejection {
@@ -172,6 +175,7 @@ impl Rejection {
             Rejection::NotJsonBoundary => ErrorCode::NotJsonBoundary,
             Rejection::JsonBoundaryUnverified => ErrorCode::JsonBoundaryUnverified,
             Rejection::InvalidRetention => ErrorCode::InvalidRetention,
+            Rejection::ExpiryNotInFuture => ErrorCode::InvalidHeader,
         }
     }
 }

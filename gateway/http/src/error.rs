@@ -402,5 +402,8 @@ fn rejection_answer(r: &Rejection) -> ErrorAnswer {
             code,
             "retention must be at committed data and no newer than the latest snapshot",
         ),
+        Rejection::ExpiryNotInFuture => {
+            ErrorAnswer::new(S::BAD_REQUEST, code, "stream-expires-at must be in the future")
+        }
     }
 }

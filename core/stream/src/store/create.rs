@@ -4,7 +4,7 @@ use super::{StreamState, StreamStore, Writers};
 use crate::command::{ApplyCtx, Body, CreateStream};
 use crate::data::StreamData;
 use crate::incarnation::Incarnation;
-use crate::lifetime::LifetimeClock;
+use crate::lifetime::{Lifetime, LifetimeClock};
 use crate::offset::Offset;
 use crate::outcome::{CreateOk, Rejection};
 
@@ -22,6 +22,11 @@ impl StreamStore {
             }
             existing.check_expect(cmd.expect)?;
             return Ok(CreateOk { created: false, info: existing.info() });
+        }
+        if let Lifetime::ExpiresAt { at_ms } = cmd.lifetime
+            && at_ms <= ctx.now_ms
+        {
+            return Err(Rejection::ExpiryNotInFuture);
         }
         if cmd.expect.is_some() {
             // A create that names an incarnation never creates one.

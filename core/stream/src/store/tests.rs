@@ -119,6 +119,22 @@ fn create_is_idempotent_only_when_configuration_matches() {
     assert_eq!(h.create_with("a", "text/plain", "", Lifetime::Forever, true), Err(Rejection::StreamExistsConflict));
 }
 
+/// A create whose absolute expiry is not after the time it applies at is
+/// refused (the stream would be born expired); a later one is taken.
+#[test]
+fn create_refuses_an_expiry_that_has_passed() {
+    let mut h = Harness::new();
+    let now = h.now_ms;
+    for at_ms in [0, now - 1, now] {
+        let refused = h.create_with("e", "text/plain", "x", Lifetime::ExpiresAt { at_ms }, false);
+        assert_eq!(refused, Err(Rejection::ExpiryNotInFuture), "expires at {at_ms}, now {now}");
+    }
+    let append = h.append(Harness::append_cmd("e", Some("text/plain"), "y"));
+    assert_eq!(append.map(|_| ()), Err(Rejection::StreamNotFound), "nothing was created");
+    let later = h.create_with("e", "text/plain", "x", Lifetime::ExpiresAt { at_ms: now + 1 }, false);
+    assert!(later.expect("a future expiry").created);
+}
+
 #[test]
 fn create_compares_closure_status() {
     let mut h = Harness::new();
