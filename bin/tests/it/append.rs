@@ -171,6 +171,8 @@ async fn append_to_closed_stream_with_another_content_type_answers_stream_closed
 #[tokio::test]
 async fn append_to_a_missing_stream_answers_404() {
     let node = Node::start();
+    node.post("/demo/missing").content_type(TEXT).body("x").send().await.expect_error(404, "BUCKET_NOT_FOUND");
+    node.create("/demo/other", TEXT).await;
     node.post("/demo/missing").content_type(TEXT).body("x").send().await.expect_error(404, "STREAM_NOT_FOUND");
     // POST never creates a stream.
     node.head("/demo/missing").send().await.expect_head_error(404);

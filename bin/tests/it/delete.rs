@@ -20,6 +20,8 @@ async fn delete_of_a_stream_answers_204_without_a_body() {
 #[tokio::test]
 async fn delete_of_a_missing_stream_answers_404() {
     let node = Node::start();
+    node.delete("/demo/missing").send().await.expect_error(404, "BUCKET_NOT_FOUND");
+    node.create("/demo/other", "text/plain").await;
     node.delete("/demo/missing").send().await.expect_error(404, "STREAM_NOT_FOUND");
 }
 

@@ -340,7 +340,7 @@ async fn ext_3_2_bootstrap_of_a_missing_stream_answers_404() {
     node.get("/demo/missing/bootstrap")
         .send()
         .await
-        .expect_error(404, "STREAM_NOT_FOUND")
+        .expect_error(404, "BUCKET_NOT_FOUND")
         .expect_no_header("stream-incarnation");
     node.create(S, TEXT).await;
     node.delete(S).send().await.expect(204);

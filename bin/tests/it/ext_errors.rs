@@ -278,3 +278,55 @@ async fn ext_11_an_sse_read_that_ends_in_error_sends_the_body_as_an_error_event(
     assert!(error["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{error}");
     sse.expect_end().await;
 }
+
+/// A stream name of `bucket` whose group differs from `other`'s for every
+/// group count the suites run with, so a bucket's existence is decided
+/// across groups.
+fn name_in_another_group(bucket: &str, other: &str) -> String {
+    use ursula_stream::StreamKey;
+    use ursula_stream::routing::group_of;
+    let key = |s: &str| StreamKey::parse(bucket, s).expect("a valid key");
+    (0..)
+        .map(|i| format!("a{i}"))
+        .find(|s| [4, 32].iter().all(|&n| group_of(&key(s), n) != group_of(&key(other), n)))
+        .expect("a name in another group")
+}
+
+/// §11: a stream in a bucket nothing ever created answers `404
+/// BUCKET_NOT_FOUND` on every stream route; once a stream was created in
+/// the bucket (in any group), its missing streams answer
+/// `STREAM_NOT_FOUND`, and still do after that stream is deleted.
+#[tokio::test]
+async fn ext_11_a_bucket_nothing_created_answers_404_bucket_not_found() {
+    let node = Node::start();
+    let other = format!("/fresh/{}", name_in_another_group("fresh", "s"));
+    let codes = |expected: &'static str| {
+        let node = &node;
+        async move {
+            let mut checks = Checks::new();
+            let answers = [
+                ("GET", node.get("/fresh/s?offset=-1").send().await),
+                ("GET long-poll", node.get("/fresh/s?offset=-1&live=long-poll&timeout_ms=1").send().await),
+                ("POST", node.post("/fresh/s").content_type(TEXT).body("x").send().await),
+                ("DELETE", node.delete("/fresh/s").send().await),
+                ("bootstrap", node.get("/fresh/s/bootstrap").send().await),
+                ("snapshot read", node.get(&format!("/fresh/s/snapshot/{}", offset(0))).send().await),
+                ("snapshot publish", node.put(&format!("/fresh/s/snapshot/{}", offset(0))).body("x").send().await),
+            ];
+            for (label, answer) in &answers {
+                checks.run(label, || {
+                    answer.expect_error(404, expected);
+                });
+            }
+            checks.finish();
+            node.head("/fresh/s").send().await.expect_head_error(404);
+        }
+    };
+    codes("BUCKET_NOT_FOUND").await;
+    node.create(&other, TEXT).await;
+    codes("STREAM_NOT_FOUND").await;
+    node.delete(&other).send().await.expect(204);
+    codes("STREAM_NOT_FOUND").await;
+    // Another bucket is untouched.
+    node.get("/unused/s?offset=-1").send().await.expect_error(404, "BUCKET_NOT_FOUND");
+}

@@ -268,9 +268,10 @@ async fn ext_10_a_single_node_generates_u_and_32_hex_digits_as_its_cluster_id() 
 }
 
 /// §10: `Ursula-Protocol: 2` and the same `Ursula-Cluster-Id` on every
-/// answer to a `HEAD`, whatever its status, and on every `404`.
+/// answer of the server: every `HEAD`, whatever its status, every `404`,
+/// and successes and other errors too.
 #[tokio::test]
-async fn ext_10_identity_headers_are_on_every_head_and_every_404() {
+async fn ext_10_identity_headers_are_on_every_answer() {
     let node = Node::start();
     node.create(S, TEXT).await;
     node.append(S, TEXT, "hello").await;
@@ -298,6 +299,20 @@ async fn ext_10_identity_headers_are_on_every_head_and_every_404() {
         ("PUT 404 snapshot", node.put(&format!("/demo/missing/snapshot/{}", offset(0))).send().await),
         ("DELETE 404", node.delete("/demo/missing").send().await),
         ("bootstrap 404", node.get("/demo/missing/bootstrap").send().await),
+        ("GET 200", node.get(&format!("{S}?offset=-1")).send().await),
+        ("GET 400", node.get(&format!("{S}?offset=bad")).send().await),
+        ("GET 416", node.get(&format!("{S}?offset={}", offset(9))).send().await),
+        ("long-poll 204", node.get(&format!("{S}?offset={}&live=long-poll&timeout_ms=1", offset(5))).send().await),
+        ("bootstrap 200", node.get(&format!("{S}/bootstrap")).send().await),
+        ("PUT 201", node.put("/demo/other").content_type(TEXT).send().await),
+        ("PUT 200", node.put("/demo/other").content_type(TEXT).send().await),
+        ("PUT 409", node.put("/demo/other").content_type(JSON).send().await),
+        ("PUT bucket 201", node.put("/demo").send().await),
+        ("POST 204", node.post("/demo/other").content_type(TEXT).body("x").send().await),
+        ("POST 400", node.post("/demo/other").content_type(TEXT).send().await),
+        ("PATCH 405", node.request(reqwest::Method::PATCH, S).send().await),
+        ("OPTIONS 204", node.request(reqwest::Method::OPTIONS, S).send().await),
+        ("DELETE 204", node.delete("/demo/other").send().await),
     ];
     for (label, answer) in &answers {
         checks.run(label, || expect_identity(answer, &id));

@@ -231,8 +231,10 @@ async fn spec_30_a_malformed_content_type_answers_400() {
 #[tokio::test]
 async fn ext_2_2_publish_to_a_missing_stream_answers_404() {
     let node = Node::start();
-    node.put(&snap(0)).body(BODY).send().await.expect_error(404, "STREAM_NOT_FOUND");
+    node.put(&snap(0)).body(BODY).send().await.expect_error(404, "BUCKET_NOT_FOUND");
     node.head(S).send().await.expect_head_error(404);
+    node.create("/demo/other", TEXT).await;
+    node.put(&snap(0)).body(BODY).send().await.expect_error(404, "STREAM_NOT_FOUND");
 }
 
 /// §2.2 `410` and spec/30: an offset older than the earliest retained

@@ -261,6 +261,10 @@ async fn read_with_incarnation_or_aligned_query_parameters_answers_400_unsupport
 async fn read_of_a_missing_stream_answers_404() {
     let node = Node::start();
     for query in ["offset=-1", "offset=-1&live=long-poll&timeout_ms=1", "offset=-1&live=sse"] {
+        node.get(&format!("/demo/missing?{query}")).send().await.expect_error(404, "BUCKET_NOT_FOUND");
+    }
+    node.create("/demo/other", TEXT).await;
+    for query in ["offset=-1", "offset=-1&live=long-poll&timeout_ms=1", "offset=-1&live=sse"] {
         node.get(&format!("/demo/missing?{query}")).send().await.expect_error(404, "STREAM_NOT_FOUND");
     }
 }

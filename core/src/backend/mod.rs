@@ -79,8 +79,9 @@ impl<E: GroupEngine> NodeBackend<E> {
     }
 
     pub(crate) async fn publish(&self, group: GroupId, cmd: PublishSnapshot) -> Result<SnapshotOk, BackendError> {
+        let key = cmd.key.clone();
         match self.propose_in(group, Command::PublishSnapshot(cmd)).await? {
-            Outcome::PublishSnapshot(result) => result.map_err(BackendError::Rejected),
+            Outcome::PublishSnapshot(result) => result.map_err(|r| self.refused(&key, r)),
             other => Err(unexpected(&other)),
         }
     }
@@ -118,7 +119,22 @@ impl<E: GroupEngine> NodeBackend<E> {
         f: impl FnOnce(&StreamStore, u64) -> Result<R, ursula_stream::Rejection> + Send,
     ) -> Result<R, BackendError> {
         let group = group_of(key, self.engine.group_count());
-        self.engine.query(group, f).map_err(internal)?.map_err(BackendError::Rejected)
+        self.engine.query(group, f).map_err(internal)?.map_err(|r| self.refused(key, r))
+    }
+
+    /// A refusal as the client sees it: a stream missing from a bucket that
+    /// no group ever created a stream in is a bucket that does not exist
+    /// (extensions §11, `BUCKET_NOT_FOUND`). Every group has a replica here,
+    /// so the answer is local; a group it cannot ask counts as knowing it.
+    pub(crate) fn refused(&self, key: &StreamKey, r: Rejection) -> BackendError {
+        let bucket_exists = || {
+            (0..self.engine.group_count())
+                .any(|g| self.engine.query(GroupId(g), |store, _| store.knows_bucket(&key.bucket)).unwrap_or(true))
+        };
+        if matches!(r, Rejection::StreamNotFound) && !bucket_exists() {
+            return BackendError::Rejected(Rejection::BucketNotFound);
+        }
+        BackendError::Rejected(r)
     }
 
     /// Reads renew a sliding TTL at most once per quarter window (spec/13).
@@ -204,9 +220,10 @@ impl<E: GroupEngine> Streams for NodeBackend<E> {
 
     async fn append(&self, cmd: AppendStream) -> Result<AppendOk, BackendError> {
         let group = self.group(&cmd.key);
+        let key = cmd.key.clone();
         self.admit_write(group, cmd.body.len())?;
         match self.propose_in(group, Command::Append(cmd)).await? {
-            Outcome::Append(result) => result.map_err(BackendError::Rejected),
+            Outcome::Append(result) => result.map_err(|r| self.refused(&key, r)),
             other => Err(unexpected(&other)),
         }
     }
@@ -216,7 +233,7 @@ impl<E: GroupEngine> Streams for NodeBackend<E> {
         let key = cmd.key.clone();
         let deleted = self.current(&key, None).ok().map(|info| info.incarnation);
         match self.propose_in(group, Command::Delete(cmd)).await? {
-            Outcome::Delete(result) => result.map_err(BackendError::Rejected)?,
+            Outcome::Delete(result) => result.map_err(|r| self.refused(&key, r))?,
             other => return Err(unexpected(&other)),
         }
         // The stream's staged parts go after the delete answered, in a task the node owns.
@@ -241,8 +258,9 @@ impl<E: GroupEngine> Streams for NodeBackend<E> {
 
     async fn advance_retention(&self, cmd: AdvanceRetention) -> Result<StreamInfo, BackendError> {
         let group = self.group(&cmd.key);
+        let key = cmd.key.clone();
         match self.propose_in(group, Command::AdvanceRetention(cmd)).await? {
-            Outcome::AdvanceRetention(result) => result.map_err(BackendError::Rejected),
+            Outcome::AdvanceRetention(result) => result.map_err(|r| self.refused(&key, r)),
             other => Err(unexpected(&other)),
         }
     }

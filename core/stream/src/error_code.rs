@@ -8,6 +8,7 @@
 pub enum ErrorCode {
     BodyTooSlow,
     BodyUnreadable,
+    BucketNotFound,
     ColdBackpressure,
     ColdStoreFailed,
     ContentTypeMismatch,
@@ -52,6 +53,7 @@ pub enum ErrorCode {
     SnapshotConflict,
     SnapshotDigestMismatch,
     SnapshotNotFound,
+    SnapshotTooLarge,
     StagedPartsLimit,
     StreamAlreadyExistsConflict,
     StreamClosed,
@@ -71,6 +73,7 @@ impl ErrorCode {
     pub const ALL: &[ErrorCode] = &[
         ErrorCode::BodyTooSlow,
         ErrorCode::BodyUnreadable,
+        ErrorCode::BucketNotFound,
         ErrorCode::ColdBackpressure,
         ErrorCode::ColdStoreFailed,
         ErrorCode::ContentTypeMismatch,
@@ -115,6 +118,7 @@ impl ErrorCode {
         ErrorCode::SnapshotConflict,
         ErrorCode::SnapshotDigestMismatch,
         ErrorCode::SnapshotNotFound,
+        ErrorCode::SnapshotTooLarge,
         ErrorCode::StagedPartsLimit,
         ErrorCode::StreamAlreadyExistsConflict,
         ErrorCode::StreamClosed,
@@ -133,6 +137,7 @@ impl ErrorCode {
         match self {
             ErrorCode::BodyTooSlow => "BODY_TOO_SLOW",
             ErrorCode::BodyUnreadable => "BODY_UNREADABLE",
+            ErrorCode::BucketNotFound => "BUCKET_NOT_FOUND",
             ErrorCode::ColdBackpressure => "COLD_BACKPRESSURE",
             ErrorCode::ColdStoreFailed => "COLD_STORE_FAILED",
             ErrorCode::ContentTypeMismatch => "CONTENT_TYPE_MISMATCH",
@@ -177,6 +182,7 @@ impl ErrorCode {
             ErrorCode::SnapshotConflict => "SNAPSHOT_CONFLICT",
             ErrorCode::SnapshotDigestMismatch => "SNAPSHOT_DIGEST_MISMATCH",
             ErrorCode::SnapshotNotFound => "SNAPSHOT_NOT_FOUND",
+            ErrorCode::SnapshotTooLarge => "SNAPSHOT_TOO_LARGE",
             ErrorCode::StagedPartsLimit => "STAGED_PARTS_LIMIT",
             ErrorCode::StreamAlreadyExistsConflict => "STREAM_ALREADY_EXISTS_CONFLICT",
             ErrorCode::StreamClosed => "STREAM_CLOSED",

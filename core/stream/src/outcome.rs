@@ -66,6 +66,10 @@ pub struct AppendOk {
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub enum Rejection {
     StreamNotFound,
+    /// No stream was ever created in the bucket, in any group (extensions
+    /// §11): the node decides it across its groups when one of them has no
+    /// such stream.
+    BucketNotFound,
     StreamExistsConflict,
     StreamClosed {
         tail: Offset,
@@ -152,6 +156,7 @@ impl Rejection {
     pub fn code(&self) -> ErrorCode {
         match self {
             Rejection::StreamNotFound => ErrorCode::StreamNotFound,
+            Rejection::BucketNotFound => ErrorCode::BucketNotFound,
             Rejection::StreamExistsConflict => ErrorCode::StreamAlreadyExistsConflict,
             Rejection::StreamClosed { .. } => ErrorCode::StreamClosed,
             Rejection::ContentTypeMismatch => ErrorCode::ContentTypeMismatch,

@@ -72,7 +72,7 @@ impl PartsRefusal {
         match self {
             PartsRefusal::UnknownPart => ErrorCode::UnknownPart,
             PartsRefusal::DigestMismatch => ErrorCode::SnapshotDigestMismatch,
-            PartsRefusal::TooLarge { .. } => ErrorCode::RequestTooLarge,
+            PartsRefusal::TooLarge { .. } => ErrorCode::SnapshotTooLarge,
             PartsRefusal::StagedLimit { .. } => ErrorCode::StagedPartsLimit,
             PartsRefusal::CommitsBusy => ErrorCode::SnapshotCommitsBusy,
             PartsRefusal::CommitInProgress => ErrorCode::SnapshotCommitInProgress,

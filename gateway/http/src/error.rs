@@ -308,6 +308,7 @@ fn rejection_answer(r: &Rejection) -> ErrorAnswer {
     let code = r.code();
     match r {
         Rejection::StreamNotFound => ErrorAnswer::new(S::NOT_FOUND, code, "the stream does not exist"),
+        Rejection::BucketNotFound => ErrorAnswer::new(S::NOT_FOUND, code, "the bucket does not exist"),
         Rejection::StreamExistsConflict => {
             ErrorAnswer::new(S::CONFLICT, code, "the stream exists with another configuration")
         }
@@ -405,5 +406,25 @@ fn rejection_answer(r: &Rejection) -> ErrorAnswer {
         Rejection::ExpiryNotInFuture => {
             ErrorAnswer::new(S::BAD_REQUEST, code, "stream-expires-at must be in the future")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Extensions §10: a size refusal names the limit it applied, and the
+    /// code says which: `SNAPSHOT_TOO_LARGE` for the assembled snapshot.
+    #[test]
+    fn a_snapshot_too_large_answers_413_with_its_limit_and_code() {
+        let limit = 1_073_741_824u64;
+        let answer = ApiError::Backend(BackendError::Parts(PartsRefusal::TooLarge { limit })).answer();
+        assert_eq!(answer.status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(answer.code, ErrorCode::SnapshotTooLarge);
+        assert_eq!(
+            answer.headers.get(names::URSULA_MAX_SNAPSHOT_BYTES).map(|v| v.as_bytes()),
+            Some(&b"1073741824"[..])
+        );
+        assert!(answer.headers.get(names::URSULA_MAX_REQUEST_BYTES).is_none());
     }
 }

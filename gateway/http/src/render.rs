@@ -101,8 +101,8 @@ pub fn add_common_headers(response: &mut Answer, cors: &Cors, origin: Option<&st
     }
 }
 
-/// `Ursula-Protocol` and `Ursula-Cluster-Id`, on every answer to a `HEAD`,
-/// a `404`, a redirect and a `503` (extensions §10).
+/// `Ursula-Protocol` and `Ursula-Cluster-Id`, on every answer of the
+/// server: `HEAD`s, `404`s, redirects and `503`s included (extensions §10).
 pub fn add_server_identity(response: &mut Answer, cluster_id: &str) {
     let h = response.headers_mut();
     h.insert(names::URSULA_PROTOCOL, HeaderValue::from_static("2"));

@@ -181,6 +181,7 @@ mod tests {
     fn every_error() -> Vec<BackendError> {
         let errors = vec![
             BackendError::Rejected(Rejection::StreamNotFound),
+            BackendError::Rejected(Rejection::BucketNotFound),
             BackendError::Rejected(Rejection::ProducerSeqGap { expected: 4, received: 9 }),
             BackendError::Rejected(Rejection::StreamClosed { tail: Offset(77) }),
             BackendError::Unavailable { reason: Unavailable::NoLeader, retry_after_secs: 1 },

@@ -134,6 +134,9 @@ pub struct StreamStore {
     /// Drawn at random when this store's history began; seeds tokens.
     history_id: u64,
     /// Streams by bucket, so a bucket id is held once, not once per stream.
+    /// A bucket stays when its last stream goes: it is how the store knows
+    /// which buckets ever held a stream here (`BUCKET_NOT_FOUND` is for the
+    /// others, extensions §11).
     streams: BTreeMap<BucketId, BTreeMap<StreamId, StreamState>>,
 }
 
@@ -163,7 +166,6 @@ impl StreamStore {
                 for bucket in self.streams.values_mut() {
                     bucket.retain(|_, s| !s.clock.expired(ctx.now_ms));
                 }
-                self.streams.retain(|_, bucket| !bucket.is_empty());
                 Outcome::Sweep { removed: before - self.len() }
             }
         }
@@ -174,9 +176,6 @@ impl StreamStore {
         stream.check_expect(expect)?;
         if let Some(bucket) = self.streams.get_mut(&key.bucket) {
             bucket.remove(&key.stream);
-            if bucket.is_empty() {
-                self.streams.remove(&key.bucket);
-            }
         }
         Ok(())
     }
@@ -246,12 +245,19 @@ impl StreamStore {
         self.streams.get_mut(&key.bucket)?.get_mut(&key.stream).filter(|s| !s.clock.expired(now_ms))
     }
 
+    /// Whether a stream of `bucket` was ever created in this group (buckets
+    /// are implicit: a bucket exists once a stream was created in it).
+    pub fn knows_bucket(&self, bucket: &BucketId) -> bool {
+        self.streams.contains_key(bucket)
+    }
+
     pub fn len(&self) -> usize {
         self.streams.values().map(BTreeMap::len).sum()
     }
 
+    /// No streams (buckets they left behind do not count).
     pub fn is_empty(&self) -> bool {
-        self.streams.is_empty()
+        self.streams.values().all(BTreeMap::is_empty)
     }
 }
 

@@ -326,6 +326,23 @@ fn expires_at_is_fixed_and_sweep_removes_expired_streams() {
     assert!(h.store.is_empty());
 }
 
+/// A bucket is known once a stream was created in it, and stays known when
+/// its streams are deleted or expire (`BUCKET_NOT_FOUND` is for the others).
+#[test]
+fn a_bucket_stays_known_after_its_streams_leave() {
+    let mut h = Harness::new();
+    let bucket = key("d").bucket;
+    assert!(!h.store.knows_bucket(&bucket), "no stream was ever created in it");
+    h.create("d", "text/plain").expect("created");
+    let at_ms = h.now_ms + 5_000;
+    h.create_with("e", "text/plain", "", Lifetime::ExpiresAt { at_ms }, false).expect("created");
+    assert_eq!(h.apply(Command::Delete(DeleteStream { key: key("d"), expect: None })), Outcome::Delete(Ok(())));
+    h.now_ms = at_ms;
+    assert_eq!(h.apply(Command::Sweep), Outcome::Sweep { removed: 1 });
+    assert!(h.store.is_empty(), "no stream is left");
+    assert!(h.store.knows_bucket(&bucket), "the bucket held streams");
+}
+
 // --- base protocol §5.4 and incarnations ---
 
 #[test]

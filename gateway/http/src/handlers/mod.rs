@@ -73,10 +73,9 @@ where
     }
     let origin = origin.as_ref().and_then(|o| o.to_str().ok());
     render::add_common_headers(&mut answer, &options.options.cors, origin);
-    let status = answer.status();
-    let identified =
-        head || status == StatusCode::NOT_FOUND || status == StatusCode::SERVICE_UNAVAILABLE || status.is_redirection();
-    if identified && answer.extensions().get::<render::IntermediaryAnswer>().is_none() {
+    // Every answer of the server names the protocol and the deployment
+    // (extensions §10); an intermediary's own refusal names neither.
+    if answer.extensions().get::<render::IntermediaryAnswer>().is_none() {
         render::add_server_identity(&mut answer, &options.options.cluster_id);
     }
     options.front.answered(Answered { method: &method, uri: &uri }, answer).await

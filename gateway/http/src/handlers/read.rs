@@ -63,7 +63,7 @@ fn needs_leader_confirmation<B: Backend>(
     read: &Result<ReadView, BackendError>,
 ) -> bool {
     let at_tail = match read {
-        Err(BackendError::Rejected(Rejection::StreamNotFound)) => return true,
+        Err(BackendError::Rejected(Rejection::StreamNotFound | Rejection::BucketNotFound)) => return true,
         Ok(view) => view.up_to_date && !view.closed_at_end,
         Err(BackendError::Rejected(Rejection::OffsetBeyondTail { .. })) => true,
         Err(_) => false,

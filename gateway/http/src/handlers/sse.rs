@@ -276,7 +276,8 @@ fn control_event(view: &ReadView, cursor: u64, out: &mut BytesMut) {
 fn error_event(err: &ApiError) -> Bytes {
     let mut out = BytesMut::new();
     out.extend_from_slice(b"event: error\ndata:");
-    out.extend_from_slice(&err.answer().body());
+    // The body on one line (extensions §11): without its closing newline.
+    out.extend_from_slice(err.answer().body().trim_ascii_end());
     out.extend_from_slice(b"\n\n");
     out.freeze()
 }
