@@ -31,7 +31,7 @@ enum Commands {
     Server(ServerArgs),
     /// Run a gateway: the HTTP surface in front of a cluster's voters,
     /// over their private gRPC plane (StreamService).
-    Gateway(GatewayArgs),
+    Gateway(Box<GatewayArgs>),
 }
 
 #[derive(Args, Default)]
@@ -68,7 +68,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Some(Commands::Server(args)) => server(args),
-        Some(Commands::Gateway(args)) => gateway(args),
+        Some(Commands::Gateway(args)) => gateway(*args),
         None => server(cli.server),
     }
 }
@@ -111,7 +111,7 @@ fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
     let config = match args.config() {
         Ok(config) => config,
         Err(e) => {
-            eprintln!("ursula: {e}");
+            eprintln!("ursula: {e:#}");
             std::process::exit(2);
         }
     };

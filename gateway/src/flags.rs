@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use crate::auth::AuthSettings;
+
 use clap::Args;
 use ursula_http::{ConnectionLimits, Cors, JsonReads};
 
@@ -67,6 +69,22 @@ pub struct GatewayArgs {
     /// live read (SSE, long-poll) is never idle.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub idle_timeout: Duration,
+    /// Access control (spec/08): the OAuth issuer whose RFC 9068 access
+    /// tokens are accepted. With `--auth-audience` and `--auth-policy`.
+    #[arg(long)]
+    pub auth_issuer: Option<String>,
+    /// The audience (`aud`) a token must name.
+    #[arg(long)]
+    pub auth_audience: Option<String>,
+    /// The bucket policy file (TOML; see `policies/access.toml`).
+    #[arg(long)]
+    pub auth_policy: Option<std::path::PathBuf>,
+    /// The issuer's JWKS; else found by RFC 8414 metadata discovery.
+    #[arg(long)]
+    pub auth_jwks_url: Option<String>,
+    /// Serve the gateway's metrics to anyone while access control is on.
+    #[arg(long)]
+    pub auth_public_metrics: bool,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -101,6 +119,51 @@ fn check_upstream(url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--auth-*`: the issuer, audience and policy go together, or none is set.
+fn auth_settings(args: &GatewayArgs) -> anyhow::Result<Option<AuthSettings>> {
+    let (issuer, audience, policy) = (&args.auth_issuer, &args.auth_audience, &args.auth_policy);
+    if issuer.is_none() && audience.is_none() && policy.is_none() {
+        anyhow::ensure!(
+            args.auth_jwks_url.is_none() && !args.auth_public_metrics,
+            "--auth-jwks-url and --auth-public-metrics need access control: add --auth-issuer, --auth-audience and --auth-policy"
+        );
+        return Ok(None);
+    }
+    let missing: Vec<&str> = [
+        ("--auth-issuer", issuer.is_none()),
+        ("--auth-audience", audience.is_none()),
+        ("--auth-policy", policy.is_none()),
+    ]
+    .into_iter()
+    .filter_map(|(flag, absent)| absent.then_some(flag))
+    .collect();
+    anyhow::ensure!(
+        missing.is_empty(),
+        "--auth-issuer, --auth-audience and --auth-policy go together: missing {}",
+        missing.join(", ")
+    );
+    let (Some(issuer), Some(audience), Some(policy)) = (issuer.clone(), audience.clone(), policy.clone()) else {
+        anyhow::bail!("access control needs --auth-issuer, --auth-audience and --auth-policy");
+    };
+    for (flag, url) in [("--auth-issuer", Some(&issuer)), ("--auth-jwks-url", args.auth_jwks_url.as_ref())] {
+        let Some(url) = url else { continue };
+        anyhow::ensure!(
+            url.starts_with("https://") || url.starts_with("http://"),
+            "{flag} {url:?} must be an http(s) URL"
+        );
+    }
+    anyhow::ensure!(!audience.is_empty(), "--auth-audience must not be empty");
+    // Refuse a bad policy now, with the problem named, rather than serve.
+    crate::auth::policy::Policy::load(&policy)?;
+    Ok(Some(AuthSettings {
+        issuer,
+        audience,
+        policy,
+        jwks_url: args.auth_jwks_url.clone(),
+        public_metrics: args.auth_public_metrics,
+    }))
+}
+
 impl GatewayArgs {
     /// The checked settings; an error is the one line the binary prints
     /// before it exits with status 2.
@@ -123,7 +186,9 @@ impl GatewayArgs {
             self.body_stall_timeout,
             self.body_min_bytes_per_sec,
         )?;
+        let auth = auth_settings(&self)?;
         let config = GatewayConfig {
+            auth,
             upstreams: self.upstreams,
             listen: self.listen,
             json_reads,

@@ -11,23 +11,41 @@ use futures_util::future::BoxFuture;
 use http::request::Parts;
 use http::{Method, StatusCode};
 use ursula_http::error::ApiError;
-use ursula_http::front::{Answered, FrontDoor, RequestBody, Upload};
+use ursula_http::front::{Answered, FrontDoor, LiveDeadline, RequestBody, Upload};
 use ursula_http::headers::names;
-use ursula_http::render::Answer;
+use ursula_http::render::{self, Answer};
 use ursula_http::{BackendError, Metrics, UpstreamFailure};
 
+use crate::auth::{Auth, Decision};
 use crate::immutable_cache::ImmutableCache;
 use crate::uploads::UploadBudget;
 
 pub struct GatewayFront {
+    /// Access control, with `--auth-issuer`.
+    pub auth: Option<Arc<Auth>>,
     /// `None` with `--immutable-cache-bytes 0`.
     pub cache: Option<ImmutableCache>,
     pub uploads: Arc<UploadBudget>,
 }
 
 impl FrontDoor for GatewayFront {
-    fn intercept(&self, request: &Parts) -> Option<Answer> {
-        self.cache.as_ref().and_then(|c| c.lookup(request))
+    fn admit<'a>(&'a self, request: &'a mut Parts) -> BoxFuture<'a, Option<Answer>> {
+        Box::pin(async move {
+            if let Some(auth) = &self.auth {
+                match auth.decide(request).await {
+                    Decision::Refuse(e) => return Some(render::error(&e, request.method == Method::HEAD)),
+                    Decision::Serve { ends_at } => {
+                        // Voters never see end-user credentials.
+                        request.headers.remove(http::header::AUTHORIZATION);
+                        if let Some(end) = ends_at {
+                            request.extensions.insert(LiveDeadline(end));
+                        }
+                    }
+                }
+            }
+            // After the checks: a cached answer is served only to who may read it.
+            self.cache.as_ref().and_then(|c| c.lookup(request))
+        })
     }
 
     fn read_body(
@@ -54,6 +72,9 @@ impl FrontDoor for GatewayFront {
     }
 
     fn metrics(&self, m: &mut Metrics) {
+        if let Some(auth) = &self.auth {
+            auth.metrics(m);
+        }
         if let Some(cache) = &self.cache {
             m.count("immutable_cache_hits", cache.hits.load(Relaxed));
             m.count("immutable_cache_misses", cache.misses.load(Relaxed));

@@ -6,6 +6,7 @@
 //!
 //! Module map:
 //! - `flags`: the command line, checked into a `GatewayConfig`.
+//! - `auth`: access control (tokens, the bucket policy, concealment).
 //! - `upstream`: the voters as seen from here: discovery and probing,
 //!   health and ejection, leader routing, shared watches, and
 //!   `GatewayBackend`, the `Backend` over their `StreamService`.
@@ -13,6 +14,7 @@
 //! - `immutable_cache`: the bounded cache of immutable answers.
 //! - `uploads`: the request body budget and slow-body rules.
 
+pub mod auth;
 pub mod flags;
 pub mod front;
 pub mod immutable_cache;
@@ -50,6 +52,8 @@ pub struct GatewayConfig {
     pub uploads: UploadLimits,
     /// Header-read and idle timeouts of client connections.
     pub connections: ConnectionLimits,
+    /// Access control, when `--auth-issuer` and its companions are set.
+    pub auth: Option<auth::AuthSettings>,
 }
 
 impl GatewayConfig {
@@ -83,8 +87,20 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let clients = Upstreams::connect(&config.upstreams)?;
+    let auth = match config.auth.clone() {
+        Some(settings) => {
+            for url in [Some(&settings.issuer), settings.jwks_url.as_ref()].into_iter().flatten() {
+                if url.starts_with("http://") {
+                    tracing::warn!(url = %url, "access control fetches keys over plain http: use https outside tests and private networks");
+                }
+            }
+            println!("ursula gateway access control: issuer {}, audience {}", settings.issuer, settings.audience);
+            Some(Arc::new(auth::Auth::start(settings)?))
+        }
+        None => None,
+    };
     let found: Arc<OnceLock<Surface<GatewayBackend>>> = Arc::new(OnceLock::new());
-    let discovery = tokio::spawn(find_cluster(config.clone(), clients, found.clone()));
+    let discovery = tokio::spawn(find_cluster(config.clone(), clients, found.clone(), auth));
     println!("ursula gateway in front of {}", config.upstreams.join(", "));
     // Tests and scripts read the bound address from this line.
     println!("ursula gateway listening on http://{}", listener.local_addr()?);
@@ -108,6 +124,7 @@ async fn find_cluster(
     config: GatewayConfig,
     clients: Vec<upstream::Client>,
     found: Arc<OnceLock<Surface<GatewayBackend>>>,
+    auth: Option<Arc<auth::Auth>>,
 ) {
     let upstreams = Arc::new(Upstreams::discover(config.upstreams, clients).await);
     tokio::spawn(upstreams.clone().probe_forever());
@@ -120,6 +137,7 @@ async fn find_cluster(
         connections: config.connections,
     };
     let front = GatewayFront {
+        auth,
         cache: (config.cache.max_bytes > 0).then(|| ImmutableCache::new(&config.cache)),
         uploads: Arc::new(UploadBudget::new(config.uploads)),
     };

@@ -62,6 +62,15 @@ pub enum ApiError {
         group: u32,
     },
     Backend(BackendError),
+    /// An access-controlled gateway hides the resource (spec/08): the
+    /// answer for a bucket that does not exist, as an intermediary's own.
+    Concealed,
+    /// A bearer credential that does not validate (`401`, RFC 6750).
+    InvalidCredential,
+    /// A bearer credential past its `exp` (`401`, RFC 6750).
+    CredentialExpired,
+    /// No signing key of the issuer could be had.
+    AuthenticationUnavailable,
     /// A refusal of a node's admin plane (spec/35 "Admin endpoints").
     Admin {
         status: StatusCode,
@@ -76,7 +85,13 @@ impl ApiError {
     pub fn is_intermediary(&self) -> bool {
         matches!(
             self,
-            ApiError::UploadBudgetExhausted | ApiError::BodyTooSlow | ApiError::Backend(BackendError::Upstream(_))
+            ApiError::UploadBudgetExhausted
+                | ApiError::BodyTooSlow
+                | ApiError::Backend(BackendError::Upstream(_))
+                | ApiError::Concealed
+                | ApiError::InvalidCredential
+                | ApiError::CredentialExpired
+                | ApiError::AuthenticationUnavailable
         )
     }
 }
@@ -165,6 +180,22 @@ impl ApiError {
             }
             ApiError::InvalidId(e) => ErrorAnswer::new(S::BAD_REQUEST, ErrorCode::InvalidStreamId, e.to_string()),
             ApiError::NotFound => ErrorAnswer::new(S::NOT_FOUND, ErrorCode::NotFound, "no such route"),
+            // The very answer of a node for a bucket nothing created.
+            ApiError::Concealed => rejection_answer(&Rejection::BucketNotFound),
+            ApiError::InvalidCredential => {
+                ErrorAnswer::new(S::UNAUTHORIZED, ErrorCode::InvalidCredential, "the bearer credential is not valid")
+                    .header("www-authenticate", r#"Bearer error="invalid_token""#)
+            }
+            ApiError::CredentialExpired => {
+                ErrorAnswer::new(S::UNAUTHORIZED, ErrorCode::CredentialExpired, "the bearer credential has expired")
+                    .header("www-authenticate", r#"Bearer error="invalid_token""#)
+            }
+            ApiError::AuthenticationUnavailable => ErrorAnswer::new(
+                S::SERVICE_UNAVAILABLE,
+                ErrorCode::AuthenticationUnavailable,
+                "the credential cannot be checked now; nothing was forwarded",
+            )
+            .header("retry-after", 5),
             ApiError::MethodNotAllowed => {
                 ErrorAnswer::new(S::METHOD_NOT_ALLOWED, ErrorCode::MethodNotAllowed, "method not allowed on this route")
             }

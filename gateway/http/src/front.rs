@@ -49,11 +49,20 @@ pub struct Answered<'a> {
     pub uri: &'a Uri,
 }
 
+/// When a live read admitted with a credential must end (the credential's
+/// expiry): a front door puts it in the request's extensions; SSE ends
+/// there with `event: credential-expired`, a long-poll answers as its
+/// timeout would. A catch-up read ignores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LiveDeadline(pub Instant);
+
 /// The hooks of one front door.
 pub trait FrontDoor: Send + Sync + 'static {
-    /// An answer given before the request is routed (a cache hit), or `None`
-    /// to serve it.
-    fn intercept(&self, request: &Parts) -> Option<Answer>;
+    /// Runs before the request is routed (after a CORS preflight, which
+    /// never reaches it): an answer of its own (a refusal, a cache hit), or
+    /// `None` to serve the request, which it may amend (strip a credential,
+    /// add a `LiveDeadline`).
+    fn admit<'a>(&'a self, request: &'a mut Parts) -> BoxFuture<'a, Option<Answer>>;
 
     /// Reads a request body of at most `limit` bytes; `declared` is its
     /// `Content-Length`, already checked against `limit`.
@@ -142,8 +151,8 @@ pub struct PlainFrontDoor {
 }
 
 impl FrontDoor for PlainFrontDoor {
-    fn intercept(&self, _request: &Parts) -> Option<Answer> {
-        None
+    fn admit<'a>(&'a self, _request: &'a mut Parts) -> BoxFuture<'a, Option<Answer>> {
+        Box::pin(std::future::ready(None))
     }
 
     fn read_body(

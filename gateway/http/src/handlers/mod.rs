@@ -52,21 +52,24 @@ where
     T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let head = req.method() == Method::HEAD;
-    let (parts, body) = req.into_parts();
-    if let Some(hit) = shared.front.intercept(&parts) {
-        return hit;
-    }
+    let (mut parts, body) = req.into_parts();
+    let origin = parts.headers.get(http::header::ORIGIN).cloned();
     let (method, uri) = (parts.method.clone(), parts.uri.clone());
-    let req = Request::from_parts(parts, body);
-    let origin = req.headers().get(http::header::ORIGIN).cloned();
     let options = shared.clone();
-    let mut answer = if req.method() == Method::OPTIONS {
-        render::preflight()
-    } else if req.version() == http::Version::HTTP_11 && !req.headers().contains_key(http::header::HOST) {
+    // The preflight is the same for every path and comes before the front
+    // door's checks: it must not tell whether a resource exists.
+    let early = if method == Method::OPTIONS {
+        Some(render::preflight())
+    } else if parts.version == http::Version::HTTP_11 && !parts.headers.contains_key(http::header::HOST) {
         // RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without Host.
-        render::error(&ApiError::InvalidRequest("an HTTP/1.1 request needs a Host header"), head)
+        Some(render::error(&ApiError::InvalidRequest("an HTTP/1.1 request needs a Host header"), head))
     } else {
-        dispatch(shared, req).await.unwrap_or_else(|e| render::error(&e, head))
+        shared.front.admit(&mut parts).await
+    };
+    let served = early.is_none();
+    let mut answer = match early {
+        Some(answer) => answer,
+        None => dispatch(shared, Request::from_parts(parts, body)).await.unwrap_or_else(|e| render::error(&e, head)),
     };
     if answer.status() == StatusCode::METHOD_NOT_ALLOWED {
         answer.headers_mut().insert(http::header::ALLOW, http::HeaderValue::from_static(allowed_methods(uri.path())));
@@ -77,6 +80,9 @@ where
     // (extensions §10); an intermediary's own refusal names neither.
     if answer.extensions().get::<render::IntermediaryAnswer>().is_none() {
         render::add_server_identity(&mut answer, &options.options.cluster_id);
+    }
+    if !served {
+        return answer;
     }
     options.front.answered(Answered { method: &method, uri: &uri }, answer).await
 }

@@ -16,6 +16,7 @@ use super::{Shared, sse};
 use crate::backend::{Backend, BackendError, ReadStream, WaitOutcome, WaitStream, WriteRoute};
 use crate::cursor::next_cursor;
 use crate::error::ApiError;
+use crate::front::LiveDeadline;
 use crate::headers::{self, names};
 use crate::limits::GZIP_MIN_BYTES;
 use crate::options::JsonReads;
@@ -29,13 +30,14 @@ where
     let params = ReadParams::parse(req.uri().query())?;
     let expect = headers::incarnation(req.headers())?;
     let from = params.offset.unwrap_or(ReadFrom::Start);
+    let ends_at = req.extensions().get::<LiveDeadline>().map(|d| d.0);
     // Linearizable reads, `offset=now` and the registration of a live read
     // go through the group's leader (spec/21); history is served anywhere.
     if params.consistency_leader || params.live != LiveMode::CatchUp || from == ReadFrom::Tail {
         super::leader_read(&shared, &key, &req).await?;
     }
     match params.live {
-        LiveMode::Sse => sse::open(shared, key, from, params, expect).await,
+        LiveMode::Sse => sse::open(shared, key, from, params, expect, ends_at).await,
         LiveMode::CatchUp => {
             let q = query(&shared, from, params.max_bytes);
             let mut read = shared.backend.read(ReadStream { key: key.clone(), query: q }).await;
@@ -49,7 +51,7 @@ where
             check_expect(expect, &view.info)?;
             Ok(data_answer(&shared, &view, req.headers(), from == ReadFrom::Tail, None))
         }
-        LiveMode::LongPoll => long_poll(&shared, key, from, &params, expect, req.headers()).await,
+        LiveMode::LongPoll => long_poll(&shared, key, from, &params, expect, req.headers(), ends_at).await,
     }
 }
 
@@ -78,12 +80,15 @@ async fn long_poll<B: Backend>(
     params: &ReadParams,
     expect: Option<Incarnation>,
     request: &HeaderMap,
+    ends_at: Option<tokio::time::Instant>,
 ) -> Result<Answer, ApiError> {
     let cursor = next_cursor(now_ms(), params.cursor.as_deref());
     let mut view =
         shared.backend.read(ReadStream { key: key.clone(), query: query(shared, from, params.max_bytes) }).await?;
     check_expect(expect, &view.info)?;
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(params.timeout_ms);
+    // Never past the credential's expiry: the answer is then the timeout's.
+    let timeout = tokio::time::Instant::now() + Duration::from_millis(params.timeout_ms);
+    let deadline = ends_at.map_or(timeout, |end| end.min(timeout));
     // `offset=now` starts waiting at once: the answer carries only future data.
     while view.is_empty() && !view.closed_at_end {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());

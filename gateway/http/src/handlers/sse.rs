@@ -30,6 +30,9 @@ use crate::render::{self, Answer};
 /// connection itself stays open.
 const WAIT_SLICE: Duration = Duration::from_secs(30);
 
+/// The last frame of a session whose credential expired (spec/08).
+const CREDENTIAL_EXPIRED: &[u8] = b"event: credential-expired\ndata: {\"reason\":\"credential_expired\"}\n\n";
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Encoding {
     /// UTF-8 text as `data:` lines.
@@ -51,6 +54,9 @@ struct Live<B> {
     encoding: Encoding,
     first: Option<ReadView>,
     done: bool,
+    /// The credential's expiry: the session ends there, once it sent what
+    /// was appended before it, with `event: credential-expired`.
+    ends_at: Option<tokio::time::Instant>,
 }
 
 pub async fn open<B: Backend>(
@@ -59,6 +65,7 @@ pub async fn open<B: Backend>(
     from: ReadFrom,
     params: ReadParams,
     expect: Option<Incarnation>,
+    ends_at: Option<tokio::time::Instant>,
 ) -> Result<Answer, ApiError> {
     // The first read decides the status: a missing stream is a plain 404.
     let view = match shared
@@ -114,6 +121,7 @@ pub async fn open<B: Backend>(
         encoding,
         first: Some(view),
         done: false,
+        ends_at,
     };
     let events = stream::unfold(live, |mut live| async move {
         let chunk = live.step().await?;
@@ -138,9 +146,19 @@ fn sse_query<B>(shared: &Shared<B>, from: ReadFrom, max_bytes: u64) -> ursula_st
 }
 
 impl<B: Backend> Live<B> {
-    /// One slice of waiting past the cursor.
+    /// One slice of waiting past the cursor, never past the credential's expiry.
     fn wait_request(&self) -> WaitStream {
-        WaitStream { key: self.key.clone(), incarnation: self.incarnation, offset: self.next, timeout: WAIT_SLICE }
+        let left = self.ends_at.map_or(WAIT_SLICE, |end| end.saturating_duration_since(tokio::time::Instant::now()));
+        WaitStream {
+            key: self.key.clone(),
+            incarnation: self.incarnation,
+            offset: self.next,
+            timeout: left.min(WAIT_SLICE),
+        }
+    }
+
+    fn expired(&self) -> bool {
+        self.ends_at.is_some_and(|end| tokio::time::Instant::now() >= end)
     }
 
     /// The next write to the client, or `None` to end the response.
@@ -151,15 +169,20 @@ impl<B: Backend> Live<B> {
         let view = match self.first.take() {
             Some(view) => view,
             None => loop {
-                match self.shared.backend.wait(self.wait_request()).await {
-                    Err(e) if ends_cleanly(&e) => return None,
-                    Err(e) => {
-                        self.done = true;
-                        return Some(error_event(&ApiError::from(e)));
+                // Past the expiry there is no wait: what was appended is
+                // sent, then the session ends.
+                let expired = self.expired();
+                if !expired {
+                    match self.shared.backend.wait(self.wait_request()).await {
+                        Err(e) if ends_cleanly(&e) => return None,
+                        Err(e) => {
+                            self.done = true;
+                            return Some(error_event(&ApiError::from(e)));
+                        }
+                        // A clean end: the client reconnects from its last streamNextOffset.
+                        Ok(WaitOutcome::Ended) => return None,
+                        Ok(WaitOutcome::Changed | WaitOutcome::TimedOut) => {}
                     }
-                    // A clean end: the client reconnects from its last streamNextOffset.
-                    Ok(WaitOutcome::Ended) => return None,
-                    Ok(WaitOutcome::Changed | WaitOutcome::TimedOut) => {}
                 }
                 match self
                     .shared
@@ -183,6 +206,10 @@ impl<B: Backend> Live<B> {
                     }
                     Ok(view) if view.info.incarnation != self.incarnation => {
                         return Some(self.replaced(Some(view.info.incarnation)));
+                    }
+                    Ok(view) if view.is_empty() && !view.closed_at_end && expired => {
+                        self.done = true;
+                        return Some(Bytes::from_static(CREDENTIAL_EXPIRED));
                     }
                     Ok(view) if view.is_empty() && !view.closed_at_end => continue,
                     Ok(view) => break view,

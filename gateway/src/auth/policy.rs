@@ -1,0 +1,188 @@
+//! The bucket policy (`--auth-policy`, spec/08): who owns each bucket and
+//! which buckets anyone may read. Held behind a lock so a reload swaps it
+//! whole: a request keeps the policy it was admitted with.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+use serde::Deserialize;
+use ursula_stream::BucketId;
+
+/// Who a validated token speaks for: its issuer and subject.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Principal {
+    pub issuer: String,
+    pub subject: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyFile {
+    #[serde(default)]
+    bucket: Vec<BucketEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BucketEntry {
+    id: String,
+    #[serde(default)]
+    public_read: bool,
+    #[serde(default)]
+    owners: Vec<Principal>,
+}
+
+/// One bucket's rules.
+#[derive(Debug, Default)]
+pub struct BucketPolicy {
+    /// Anyone may read, head, tail and read snapshots; never write.
+    pub public_read: bool,
+    pub owners: HashSet<Principal>,
+}
+
+/// Every bucket the gateway serves; any other is concealed.
+#[derive(Debug, Default)]
+pub struct Policy {
+    buckets: HashMap<String, BucketPolicy>,
+}
+
+impl Policy {
+    /// A policy file's text, checked: the error names the problem.
+    pub fn parse(text: &str) -> anyhow::Result<Policy> {
+        let file: PolicyFile = toml::from_str(text).map_err(|e| anyhow::anyhow!("{}", e.message()))?;
+        let mut buckets = HashMap::new();
+        for entry in file.bucket {
+            BucketId::parse(&entry.id).map_err(|e| anyhow::anyhow!("bucket {:?}: {e}", entry.id))?;
+            for owner in &entry.owners {
+                anyhow::ensure!(
+                    !owner.issuer.is_empty() && !owner.subject.is_empty(),
+                    "bucket {:?}: an owner needs a non-empty issuer and subject",
+                    entry.id
+                );
+            }
+            let policy = BucketPolicy { public_read: entry.public_read, owners: entry.owners.into_iter().collect() };
+            anyhow::ensure!(
+                buckets.insert(entry.id.clone(), policy).is_none(),
+                "bucket {:?} is listed twice",
+                entry.id
+            );
+        }
+        Ok(Policy { buckets })
+    }
+
+    pub fn load(path: &Path) -> anyhow::Result<Policy> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        Policy::parse(&text).with_context(|| format!("{}", path.display()))
+    }
+
+    pub fn bucket(&self, id: &str) -> Option<&BucketPolicy> {
+        self.buckets.get(id)
+    }
+}
+
+/// The policy in force, and the file it came from.
+pub struct PolicyHolder {
+    path: PathBuf,
+    current: RwLock<Arc<Policy>>,
+    /// The file's modification time and length when last read.
+    seen: Mutex<Option<(SystemTime, u64)>>,
+}
+
+fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.modified().ok()?, meta.len()))
+}
+
+impl PolicyHolder {
+    /// Loads the file; an invalid one refuses the start.
+    pub fn open(path: PathBuf) -> anyhow::Result<Arc<PolicyHolder>> {
+        let seen = stamp(&path);
+        let policy = Policy::load(&path)?;
+        Ok(Arc::new(PolicyHolder { path, current: RwLock::new(Arc::new(policy)), seen: Mutex::new(seen) }))
+    }
+
+    pub fn current(&self) -> Arc<Policy> {
+        self.current.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Reads the file again; an invalid one keeps the policy in force.
+    pub fn reload(&self) {
+        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = stamp(&self.path);
+        match Policy::load(&self.path) {
+            Ok(policy) => {
+                *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
+                tracing::info!(path = %self.path.display(), "reloaded the access policy");
+            }
+            Err(e) => tracing::warn!("kept the access policy in force: {e:#}"),
+        }
+    }
+
+    /// Reloads on `SIGHUP` and when the file changes (checked every second).
+    pub fn watch(self: Arc<PolicyHolder>) {
+        let holder = self.clone();
+        tokio::spawn(async move {
+            let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+                return;
+            };
+            while hangups.recv().await.is_some() {
+                holder.reload();
+            }
+        });
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                let changed = stamp(&self.path) != *self.seen.lock().unwrap_or_else(|p| p.into_inner());
+                if changed {
+                    self.reload();
+                }
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_policy_names_owners_and_public_buckets() {
+        let policy = Policy::parse(
+            r#"
+            [[bucket]]
+            id = "tenant-a"
+            public_read = true
+            owners = [{ issuer = "https://issuer.example", subject = "user-1" }]
+
+            [[bucket]]
+            id = "tenant-b"
+            "#,
+        )
+        .expect("a valid policy");
+        let a = policy.bucket("tenant-a").expect("tenant-a");
+        assert!(a.public_read);
+        assert!(a.owners.contains(&Principal { issuer: "https://issuer.example".into(), subject: "user-1".into() }));
+        let b = policy.bucket("tenant-b").expect("tenant-b");
+        assert!(!b.public_read && b.owners.is_empty());
+        assert!(policy.bucket("tenant-c").is_none());
+    }
+
+    #[test]
+    fn a_bad_policy_is_refused_with_its_problem_named() {
+        for (text, names) in [
+            ("[[bucket]]\nid = \"tenant-a\"\npublik_read = true\n", "publik_read"),
+            ("[[bucket]]\nid = \"Tenant\"\n", "Tenant"),
+            ("[[bucket]]\nid = \"tenant-a\"\n[[bucket]]\nid = \"tenant-a\"\n", "twice"),
+            ("[[bucket]]\nid = \"tenant-a\"\nowners = [{ issuer = \"i\" }]\n", "subject"),
+            ("[[bucket]]\nid = \"tenant-a\"\nowners = [{ issuer = \"\", subject = \"s\" }]\n", "non-empty"),
+            ("[tenants]\n", "tenants"),
+        ] {
+            let e = Policy::parse(text).expect_err(text);
+            assert!(format!("{e:#}").contains(names), "{text}: {e:#}");
+        }
+    }
+}
