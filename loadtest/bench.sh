@@ -9,7 +9,7 @@
 # Usage: loadtest/bench.sh [OUT] [TARGET...]
 #   TARGET: append32 append8 fanout catchup idle (issue 4), raft8 raft32 (issue 5),
 #           cluster8 cluster32 (issue 6), gateway8 gwcatchup gwchunks (issue 8),
-#           coldcatchup coldappend (issue 7)
+#           coldcatchup coldappend (issue 7), gwauth8 gwauth32 (issue 18)
 # URSULA_BIN and LOADTEST_BIN override the binaries (e.g. copies of a build
 # that later builds must not replace mid-run).
 set -euo pipefail
@@ -26,7 +26,8 @@ ursula="${URSULA_BIN:-$root/target/release/ursula}"
 [ -d "$root/conformance/node_modules/@durable-streams/server" ] || { echo "run (cd conformance && npm ci) first" >&2; exit 1; }
 
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+issuer_pid=""
+cleanup() { for p in "${pids[@]}" $issuer_pid; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
 # wait_url LOG PATTERN: prints the URL a server announced in LOG.
@@ -187,6 +188,19 @@ s3_up() {
   s3_url=$(wait_url "$out/s3.log" "s3 listening on")
 }
 
+# issuer_up: `ursula-loadtest issuer` writing its token and policy under
+# OUT/issuer; sets issuer_url, issuer_pid.
+issuer_up() {
+  rm -rf "$out/issuer"
+  "$lt" issuer --dir "$out/issuer" >"$out/issuer.log" 2>&1 &
+  issuer_pid=$!
+  # Not a job `run_gateway`'s bare `wait` would wait for.
+  disown "$issuer_pid"
+  issuer_url="$(wait_url "$out/issuer.log" "issuer listening on")/bench"
+}
+
+issuer_down() { kill "$issuer_pid" 2>/dev/null || true; issuer_pid=""; }
+
 s3_down() { kill "$s3_pid" 2>/dev/null || true; wait "$s3_pid" 2>/dev/null || true; }
 
 # cold_config NAME KEYS: a config of the development node with the S3 cold
@@ -234,6 +248,17 @@ for t in "${targets[@]}"; do
         'flush_interval = "200ms"\nflush_size = "1MiB"\nmax_hot_size_per_group = "0"\n')" \
         append --streams 8 --writers 8 --bytes 256 --duration 5 --rounds 3
       s3_down ;;
+    # Issue 18: a gateway with access control (a token validated, the
+    # policy consulted per request) against the same gateway without it;
+    # both get the same bearer header.
+    gwauth8 | gwauth32)
+      writers=8; [ "$t" = gwauth32 ] && writers=32
+      issuer_up
+      run_gateway "$t" auth-off "" auth-on \
+        "--auth-issuer $issuer_url --auth-audience bench --auth-policy $out/issuer/policy.toml" \
+        append --streams "$writers" --writers "$writers" --bytes 256 --duration 5 --rounds 3 \
+        --header "authorization: Bearer $(cat "$out/issuer/token")"
+      issuer_down ;;
     *) echo "unknown target $t" >&2; exit 1 ;;
   esac
 done

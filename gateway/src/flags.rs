@@ -85,6 +85,12 @@ pub struct GatewayArgs {
     /// Serve the gateway's metrics to anyone while access control is on.
     #[arg(long)]
     pub auth_public_metrics: bool,
+    /// How old the issuer's key set may grow before it is fetched again.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub auth_jwks_max_age: Duration,
+    /// The least time between two key fetches caused by unknown `kid`s.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub auth_jwks_retry_gap: Duration,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -161,6 +167,10 @@ fn auth_settings(args: &GatewayArgs) -> anyhow::Result<Option<AuthSettings>> {
         policy,
         jwks_url: args.auth_jwks_url.clone(),
         public_metrics: args.auth_public_metrics,
+        refresh: crate::auth::keys::Refresh {
+            max_age: args.auth_jwks_max_age,
+            unknown_kid_gap: args.auth_jwks_retry_gap,
+        },
     }))
 }
 

@@ -139,6 +139,20 @@ pub struct Conn {
     pub connects: u64,
 }
 
+/// `--header`s, sent with every request.
+static EXTRA_HEADERS: std::sync::OnceLock<Vec<(http::HeaderName, http::HeaderValue)>> = std::sync::OnceLock::new();
+
+/// Parses and keeps the `--header` values ("Name: value").
+pub fn set_extra_headers(raw: &[String]) -> anyhow::Result<()> {
+    let mut parsed = Vec::new();
+    for header in raw {
+        let (name, value) = header.split_once(':').ok_or_else(|| anyhow!("--header {header:?} is not Name: value"))?;
+        parsed.push((http::HeaderName::try_from(name.trim())?, http::HeaderValue::try_from(value.trim())?));
+    }
+    let _ = EXTRA_HEADERS.set(parsed);
+    Ok(())
+}
+
 impl Conn {
     pub fn to(placement: &Placement) -> Conn {
         Conn { addr: placement.addr, host: placement.host.clone(), sender: None, connects: 0 }
@@ -159,12 +173,15 @@ impl Conn {
         Ok(())
     }
 
-    /// A request with the `Host` header set.
+    /// A request with the `Host` header set, and the `--header`s.
     pub fn request(&self, method: Method, uri: Uri, body: Bytes) -> Request<Full<Bytes>> {
         let mut req = Request::new(Full::new(body));
         *req.method_mut() = method;
         *req.uri_mut() = uri;
         req.headers_mut().insert(HOST, self.host.clone());
+        for (name, value) in EXTRA_HEADERS.get().into_iter().flatten() {
+            req.headers_mut().insert(name.clone(), value.clone());
+        }
         req
     }
 

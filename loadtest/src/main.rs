@@ -10,6 +10,7 @@
 mod client;
 mod report;
 mod s3_server;
+mod issuer;
 mod scenarios;
 mod sse;
 mod stats;
@@ -83,6 +84,17 @@ enum Command {
         #[arg(long, default_value = "bench-secret")]
         secret_key: String,
     },
+    /// A minimal OAuth issuer (JWKS, metadata) that writes a token and a policy file, for an access-controlled gateway.
+    Issuer {
+        /// Where `token` and `policy.toml` are written.
+        #[arg(long)]
+        dir: String,
+        /// The bucket the token's subject owns.
+        #[arg(long, default_value = "bench")]
+        bucket: String,
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: String,
+    },
     /// Run a scenario against two or more servers in one run, interleaving rounds; ratios are to the first --url.
     Compare {
         #[command(flatten)]
@@ -114,6 +126,10 @@ struct Common {
     /// Seconds of pause before each round, to let the previous one drain.
     #[arg(long, default_value_t = 1.0, global = true)]
     pause: f64,
+    /// A header sent with every request to every target ("Name: value"),
+    /// e.g. an `authorization` bearer token.
+    #[arg(long = "header", global = true)]
+    headers: Vec<String>,
 }
 
 /// One server.
@@ -173,7 +189,7 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
         Command::Catchup { target, args } => one(Scenario::Catchup(args), target),
         Command::ManyStreams { target, args } => one(Scenario::ManyStreams(args), target),
         Command::ConnectionFlood { target, args } => one(Scenario::ConnectionFlood(args), target),
-        Command::S3Server { .. } => anyhow::bail!("s3-server runs on its own"),
+        Command::S3Server { .. } | Command::Issuer { .. } => anyhow::bail!("s3-server and issuer run on their own"),
         Command::Compare { targets, scenario } => {
             let n = targets.url.len();
             anyhow::ensure!(n >= 2, "compare needs at least two --url");
@@ -207,11 +223,16 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Command::Issuer { dir, bucket, listen } = &cli.command {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        return runtime.block_on(issuer::serve(dir, bucket, listen));
+    }
     if let Command::S3Server { dir, listen, access_key, secret_key } = &cli.command {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
         return runtime.block_on(s3_server::serve(dir, listen, access_key, secret_key));
     }
     let plan = plan(cli)?;
+    client::set_extra_headers(&plan.common.headers)?;
     let threads = plan.common.client_threads.max(1);
     let runtime = if threads == 1 {
         tokio::runtime::Builder::new_current_thread().enable_all().build()?

@@ -104,6 +104,9 @@ mod gateway_live;
 // `ursula gateway` bodies: the shared body budget and its headroom, slow-body cuts.
 mod gateway_bodies;
 
+// Access control: tokens, the bucket policy, concealment (spec/08).
+mod gateway_auth;
+
 // Issue 7: the S3 cold tier on three voters and an s3s-fs server: flush, reads across tiers, outage, damage.
 mod cold;
 mod cold_parts;

@@ -1,7 +1,7 @@
 //! The issuer's signing keys (its JWKS), fetched with `reqwest` and held by
-//! `kid`. The set is refreshed after at most `MAX_AGE`; a token naming an
+//! `kid`. The set is refreshed once it is `max_age` old; a token naming an
 //! unknown `kid` triggers one refetch, single-flight and at most one per
-//! `UNKNOWN_KID_GAP`, so random `kid`s cannot make the gateway hammer the
+//! `unknown_kid_gap`, so random `kid`s cannot make the gateway hammer the
 //! issuer. A failed fetch keeps the last good set.
 
 use std::collections::HashMap;
@@ -12,10 +12,20 @@ use jsonwebtoken::jwk::{Jwk, JwkSet};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-/// How old the key set may grow before it is fetched again.
-pub const MAX_AGE: Duration = Duration::from_secs(600);
-/// The least time between two fetches for unknown `kid`s.
-pub const UNKNOWN_KID_GAP: Duration = Duration::from_secs(30);
+/// How often the key set is fetched, and how soon again for an unknown `kid`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refresh {
+    /// How old the key set may grow before it is fetched again (10 min).
+    pub max_age: Duration,
+    /// The least time between two fetches for unknown `kid`s (30 s).
+    pub unknown_kid_gap: Duration,
+}
+
+impl Default for Refresh {
+    fn default() -> Refresh {
+        Refresh { max_age: Duration::from_secs(600), unknown_kid_gap: Duration::from_secs(30) }
+    }
+}
 /// How long one request to the issuer may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -53,6 +63,7 @@ struct Held {
 pub struct KeySource {
     http: reqwest::Client,
     location: KeyLocation,
+    refresh: Refresh,
     /// Held across a fetch: one fetch at a time, the others wait for it.
     held: Mutex<Held>,
     /// Fetches made, for tests and metrics.
@@ -60,19 +71,19 @@ pub struct KeySource {
 }
 
 impl KeySource {
-    pub fn new(location: KeyLocation) -> anyhow::Result<KeySource> {
-        let http = reqwest::Client::builder().timeout(FETCH_TIMEOUT).no_proxy().build()?;
-        Ok(KeySource { http, location, held: Mutex::new(Held::default()), fetches: Default::default() })
+    pub fn new(location: KeyLocation, refresh: Refresh) -> anyhow::Result<KeySource> {
+        let http = reqwest::Client::builder().timeout(FETCH_TIMEOUT).build()?;
+        Ok(KeySource { http, location, refresh, held: Mutex::new(Held::default()), fetches: Default::default() })
     }
 
     /// The key `kid`, fetching the set when it is stale, or when the `kid`
-    /// is unknown and no fetch ran within `UNKNOWN_KID_GAP`.
+    /// is unknown and no fetch ran within `unknown_kid_gap`.
     pub async fn lookup(&self, kid: &str) -> Lookup {
         let mut held = self.held.lock().await;
         let now = Instant::now();
-        let stale = held.fetched.is_none_or(|at| now.duration_since(at) >= MAX_AGE);
+        let stale = held.fetched.is_none_or(|at| now.duration_since(at) >= self.refresh.max_age);
         let known = held.keys.contains_key(kid);
-        let may_retry = held.attempted.is_none_or(|at| now.duration_since(at) >= UNKNOWN_KID_GAP);
+        let may_retry = held.attempted.is_none_or(|at| now.duration_since(at) >= self.refresh.unknown_kid_gap);
         if (stale && (may_retry || held.fetched.is_some())) || (!known && may_retry) {
             self.refresh(&mut held).await;
         }

@@ -35,6 +35,7 @@ pub struct AuthSettings {
     pub policy: PathBuf,
     pub jwks_url: Option<String>,
     pub public_metrics: bool,
+    pub refresh: keys::Refresh,
 }
 
 /// What the gateway does with a request.
@@ -101,7 +102,7 @@ impl Auth {
             Some(url) => KeyLocation::Jwks(url),
             None => KeyLocation::Issuer(settings.issuer.clone()),
         };
-        let verifier = Verifier::new(settings.issuer, settings.audience, KeySource::new(location)?);
+        let verifier = Verifier::new(settings.issuer, settings.audience, KeySource::new(location, settings.refresh)?);
         Ok(Auth { policy, verifier, public_metrics: settings.public_metrics, refusals: Refusals::default() })
     }
 

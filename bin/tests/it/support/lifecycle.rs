@@ -22,6 +22,13 @@ impl Node {
         let _ = p.child.wait();
     }
 
+    /// `SIGHUP` (a gateway reloads its access policy).
+    pub fn hangup(&self) {
+        let pid = self.process_ref().child.id().to_string();
+        let sent = Command::new("kill").args(["-HUP", &pid]).status().expect("running kill");
+        assert!(sent.success(), "kill -HUP {pid}");
+    }
+
     /// `SIGTERM`, then waits for the exit; returns the status and stderr.
     pub fn terminate(mut self) -> (ExitStatus, String) {
         let p = self.process();

@@ -11,12 +11,14 @@
 //! - `checks`: collecting the failures of many table rows.
 //! - `codecs`: offsets, digests, base64, body patterns.
 //! - `cluster`: voters, gateways and their layouts; `s3`: an S3 server.
+//! - `issuer`: an OAuth-style issuer (keys, JWKS, metadata) and its tokens.
 
 mod checks;
 pub mod cluster;
 mod codecs;
 mod http;
 mod in_process;
+pub mod issuer;
 mod lifecycle;
 mod node;
 pub mod s3;
