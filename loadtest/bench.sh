@@ -256,7 +256,7 @@ for t in "${targets[@]}"; do
       issuer_up
       run_gateway "$t" auth-off "" auth-on \
         "--auth-issuer $issuer_url --auth-audience bench --auth-policy $out/issuer/policy.toml" \
-        append --streams "$writers" --writers "$writers" --bytes 256 --duration 5 --rounds 3 \
+        append --streams "$writers" --writers "$writers" --bytes 256 --duration 5 --rounds 5 \
         --header "authorization: Bearer $(cat "$out/issuer/token")"
       issuer_down ;;
     *) echo "unknown target $t" >&2; exit 1 ;;

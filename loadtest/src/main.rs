@@ -8,9 +8,9 @@
 //! See `loadtest/README.md`.
 
 mod client;
+mod issuer;
 mod report;
 mod s3_server;
-mod issuer;
 mod scenarios;
 mod sse;
 mod stats;

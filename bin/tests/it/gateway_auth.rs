@@ -205,7 +205,12 @@ async fn owners_do_everything_and_public_read_grants_reads_only() {
 
     bearer(gateway.put("/tenant-pub/s"), &alice).content_type(TEXT).send().await.expect(201);
     bearer(gateway.post("/tenant-pub/s"), &alice).content_type(TEXT).body("hello").send().await.expect(204);
-    bearer(gateway.put(&format!("/tenant-pub/s/snapshot/{snap}")), &alice).content_type(TEXT).body("state").send().await.expect(204);
+    bearer(gateway.put(&format!("/tenant-pub/s/snapshot/{snap}")), &alice)
+        .content_type(TEXT)
+        .body("state")
+        .send()
+        .await
+        .expect(204);
     let mut checks = Checks::new();
     for who in [None, Some(&bob)] {
         let with = |req: crate::support::Req| match who {
@@ -215,7 +220,11 @@ async fn owners_do_everything_and_public_read_grants_reads_only() {
         let reads = [
             ("read", with(gateway.get("/tenant-pub/s?offset=-1")).send().await, 200),
             ("head", with(gateway.head("/tenant-pub/s")).send().await, 200),
-            ("long-poll", with(gateway.get(&format!("/tenant-pub/s?offset={snap}&live=long-poll&timeout_ms=1"))).send().await, 204),
+            (
+                "long-poll",
+                with(gateway.get(&format!("/tenant-pub/s?offset={snap}&live=long-poll&timeout_ms=1"))).send().await,
+                204,
+            ),
             ("snapshot read", with(gateway.get(&format!("/tenant-pub/s/snapshot/{snap}"))).send().await, 200),
             ("bootstrap", with(gateway.get("/tenant-pub/s/bootstrap")).send().await, 200),
         ];
@@ -280,22 +289,50 @@ async fn bad_credentials_are_refused_before_any_voter() {
         t
     };
     let mut rows: Vec<(String, String, &str)> = vec![
-        ("expired".into(), edited(&|c| {
-            c.insert("exp".into(), json!(now_secs() - 120));
-            c.insert("iat".into(), json!(now_secs() - 700));
-        }), "CREDENTIAL_EXPIRED"),
-        ("not yet valid".into(), edited(&|c| drop(c.insert("nbf".into(), json!(now_secs() + 600)))), "INVALID_CREDENTIAL"),
-        ("issued in the future".into(), edited(&|c| drop(c.insert("iat".into(), json!(now_secs() + 600)))), "INVALID_CREDENTIAL"),
-        ("wrong audience".into(), edited(&|c| drop(c.insert("aud".into(), json!("https://other.example")))), "INVALID_CREDENTIAL"),
-        ("wrong issuer".into(), edited(&|c| drop(c.insert("iss".into(), json!("https://other.example")))), "INVALID_CREDENTIAL"),
+        (
+            "expired".into(),
+            edited(&|c| {
+                c.insert("exp".into(), json!(now_secs() - 120));
+                c.insert("iat".into(), json!(now_secs() - 700));
+            }),
+            "CREDENTIAL_EXPIRED",
+        ),
+        (
+            "not yet valid".into(),
+            edited(&|c| drop(c.insert("nbf".into(), json!(now_secs() + 600)))),
+            "INVALID_CREDENTIAL",
+        ),
+        (
+            "issued in the future".into(),
+            edited(&|c| drop(c.insert("iat".into(), json!(now_secs() + 600)))),
+            "INVALID_CREDENTIAL",
+        ),
+        (
+            "wrong audience".into(),
+            edited(&|c| drop(c.insert("aud".into(), json!("https://other.example")))),
+            "INVALID_CREDENTIAL",
+        ),
+        (
+            "wrong issuer".into(),
+            edited(&|c| drop(c.insert("iss".into(), json!("https://other.example")))),
+            "INVALID_CREDENTIAL",
+        ),
         ("typ JWT".into(), with_header(&|h| h.typ = Some("JWT".into())), "INVALID_CREDENTIAL"),
         ("no typ".into(), with_header(&|h| h.typ = None), "INVALID_CREDENTIAL"),
         ("no kid".into(), with_header(&|h| h.kid = None), "INVALID_CREDENTIAL"),
         ("unknown kid".into(), with_header(&|h| h.kid = Some("nobody".into())), "INVALID_CREDENTIAL"),
-        ("a jku to follow".into(), with_header(&|h| h.jku = Some("http://127.0.0.1:9/jwks".into())), "INVALID_CREDENTIAL"),
+        (
+            "a jku to follow".into(),
+            with_header(&|h| h.jku = Some("http://127.0.0.1:9/jwks".into())),
+            "INVALID_CREDENTIAL",
+        ),
         ("alg none".into(), issuer::unsigned(&key.kid, &claims), "INVALID_CREDENTIAL"),
         ("HS256 signed with the public key".into(), issuer::hmac_with_public_key(key, &claims), "INVALID_CREDENTIAL"),
-        ("PS256 with a key declared RS256".into(), with_header(&|h| h.alg = jsonwebtoken::Algorithm::PS256), "INVALID_CREDENTIAL"),
+        (
+            "PS256 with a key declared RS256".into(),
+            with_header(&|h| h.alg = jsonwebtoken::Algorithm::PS256),
+            "INVALID_CREDENTIAL",
+        ),
         ("tampered signature".into(), tampered_signature, "INVALID_CREDENTIAL"),
         ("tampered payload".into(), tampered_payload, "INVALID_CREDENTIAL"),
         ("not a JWT".into(), "abc".into(), "INVALID_CREDENTIAL"),
@@ -441,7 +478,11 @@ async fn live_reads_end_with_their_credential() {
     let started = Instant::now();
     let poll = bearer(gateway.get(&format!("/tenant-a/live?offset={tail}&live=long-poll&timeout_ms=25000")), &short);
     poll.send().await.expect(204);
-    assert!(started.elapsed() < Duration::from_secs(20), "the long-poll outlived its credential: {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the long-poll outlived its credential: {:?}",
+        started.elapsed()
+    );
 
     // The anonymous public tail outlived both credentials and still gets news.
     bearer(gateway.post("/tenant-pub/live"), &alice).content_type(TEXT).body("later").send().await.expect(204);

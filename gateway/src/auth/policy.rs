@@ -171,6 +171,14 @@ mod tests {
         assert!(policy.bucket("tenant-c").is_none());
     }
 
+    /// The README's example file is a valid policy.
+    #[test]
+    fn the_documented_example_is_valid() {
+        let policy = Policy::parse(include_str!("../../../policies/access.toml")).expect("policies/access.toml");
+        assert!(policy.bucket("tenant-a").is_some_and(|b| b.public_read));
+        assert_eq!(policy.bucket("tenant-b").map(|b| b.owners.len()), Some(2));
+    }
+
     #[test]
     fn a_bad_policy_is_refused_with_its_problem_named() {
         for (text, names) in [

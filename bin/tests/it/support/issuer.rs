@@ -67,7 +67,13 @@ impl SigningKey {
             jwk["alg"] = json!("RS256");
         }
         let public_der = public.as_der().expect("the public key").as_ref().to_vec();
-        SigningKey { kid: kid.into(), alg: Algorithm::RS256, encoding: EncodingKey::from_rsa_der(&pkcs1), jwk, public_der }
+        SigningKey {
+            kid: kid.into(),
+            alg: Algorithm::RS256,
+            encoding: EncodingKey::from_rsa_der(&pkcs1),
+            jwk,
+            public_der,
+        }
     }
 
     /// A P-256 key (ES256).
@@ -85,7 +91,13 @@ impl SigningKey {
             "x": B64.encode(&point[1..33]),
             "y": B64.encode(&point[33..65]),
         });
-        SigningKey { kid: kid.into(), alg: Algorithm::ES256, encoding: EncodingKey::from_ec_der(&pkcs8), jwk, public_der: point }
+        SigningKey {
+            kid: kid.into(),
+            alg: Algorithm::ES256,
+            encoding: EncodingKey::from_ec_der(&pkcs8),
+            jwk,
+            public_der: point,
+        }
     }
 }
 
