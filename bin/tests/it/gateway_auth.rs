@@ -95,8 +95,11 @@ fn bearer(req: crate::support::Req, token: &str) -> crate::support::Req {
     req.header("authorization", format!("Bearer {token}"))
 }
 
+/// Status, headers (sorted) and body of an answer.
+type Comparable = (u16, Vec<(String, Vec<u8>)>, Vec<u8>);
+
 /// The answer with `Date` left out: what must be identical byte for byte.
-fn comparable(answer: &Answer) -> (u16, Vec<(String, Vec<u8>)>, Vec<u8>) {
+fn comparable(answer: &Answer) -> Comparable {
     let mut headers: Vec<(String, Vec<u8>)> = answer
         .headers
         .iter()
