@@ -40,7 +40,7 @@ step "cargo test"
 cargo test --workspace --locked
 
 step "node integration tests on the Raft engine (disk WAL)"
-URSULA_TEST_ENGINE=raft cargo test -p ursula --test it --locked -- --skip gateway_auth::
+URSULA_TEST_ENGINE=raft cargo test -p ursula --test it --locked -- --skip gateway_auth:: --skip gateway_quotas:: --skip gateway_usage::
 
 step "a follower cut off during 200 MiB of 1 MiB appends catches up (heavy: alone)"
 cargo test -p ursula --test it --locked -- --ignored --exact cluster_faults::a_follower_cut_off_during_large_appends_catches_up

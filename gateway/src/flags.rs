@@ -85,6 +85,19 @@ pub struct GatewayArgs {
     /// Serve the gateway's metrics to anyone while access control is on.
     #[arg(long)]
     pub auth_public_metrics: bool,
+    /// Tenant quotas (TOML; see `policies/quotas.toml`), with or without
+    /// access control.
+    #[arg(long)]
+    pub quota_policy: Option<std::path::PathBuf>,
+    /// The usage log: one JSON line per window of per-tenant counts.
+    #[arg(long)]
+    pub usage_log: Option<std::path::PathBuf>,
+    /// Seconds per usage window (at least 1).
+    #[arg(long, default_value_t = 30)]
+    pub usage_flush_secs: u64,
+    /// Count appends in units of this many bytes (`chunks`, at least one per append).
+    #[arg(long)]
+    pub usage_chunk_bytes: Option<u64>,
     /// How old the issuer's key set may grow before it is fetched again.
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     pub auth_jwks_max_age: Duration,
@@ -197,8 +210,25 @@ impl GatewayArgs {
             self.body_min_bytes_per_sec,
         )?;
         let auth = auth_settings(&self)?;
+        if let Some(path) = &self.quota_policy {
+            // Refuse a bad policy now, with the problem named.
+            crate::quotas::QuotaPolicy::load(path)?;
+        }
+        anyhow::ensure!(self.usage_flush_secs >= 1, "--usage-flush-secs must be at least 1");
+        anyhow::ensure!(self.usage_chunk_bytes != Some(0), "--usage-chunk-bytes must be at least 1");
+        anyhow::ensure!(
+            self.usage_log.is_some() || self.usage_chunk_bytes.is_none(),
+            "--usage-chunk-bytes needs --usage-log"
+        );
+        let usage = self.usage_log.clone().map(|path| crate::UsageSettings {
+            path,
+            flush: Duration::from_secs(self.usage_flush_secs),
+            chunk_bytes: self.usage_chunk_bytes,
+        });
         let config = GatewayConfig {
+            usage,
             auth,
+            quota_policy: self.quota_policy,
             upstreams: self.upstreams,
             listen: self.listen,
             json_reads,

@@ -1,8 +1,9 @@
 //! The gateway's `FrontDoor`: the hooks it composes around the shared HTTP
-//! surface. The immutable cache answers before routing and keeps marked
-//! answers on their way out, with `Stream-Read-Origin` on `HEAD`; the body
-//! budget reads request bodies; its figures join `/__ursula/metrics`.
-//! Access control, quotas and usage accounting become hooks here too.
+//! surface. `admit` runs the tenant edge (access control, then quotas, then
+//! the usage tally) and then the immutable cache, which answers before
+//! routing; `answered` keeps marked answers on their way out, with
+//! `Stream-Read-Origin` on `HEAD`; the body budget reads request bodies;
+//! every part's figures join `/__ursula/gateway/metrics`.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -11,18 +12,31 @@ use futures_util::future::BoxFuture;
 use http::request::Parts;
 use http::{Method, StatusCode};
 use ursula_http::error::ApiError;
-use ursula_http::front::{Answered, FrontDoor, LiveDeadline, RequestBody, Upload};
+use ursula_http::front::{Answered, FrontDoor, Holds, LiveDeadline, RequestBody, Upload};
 use ursula_http::headers::names;
 use ursula_http::render::{self, Answer};
 use ursula_http::{BackendError, Metrics, UpstreamFailure};
 
 use crate::auth::{Auth, Decision};
 use crate::immutable_cache::ImmutableCache;
+use crate::quotas::Quotas;
 use crate::uploads::UploadBudget;
+use crate::usage::Usage;
 
-pub struct GatewayFront {
+/// The tenant edge: access control, quotas and usage, each when its flags
+/// are set. Built at start, before the cluster is found.
+#[derive(Clone, Default)]
+pub struct TenantEdge {
     /// Access control, with `--auth-issuer`.
     pub auth: Option<Arc<Auth>>,
+    /// Tenant quotas, with `--quota-policy`.
+    pub quotas: Option<Arc<Quotas>>,
+    /// The usage log, with `--usage-log`.
+    pub usage: Option<Arc<Usage>>,
+}
+
+pub struct GatewayFront {
+    pub edge: TenantEdge,
     /// `None` with `--immutable-cache-bytes 0`.
     pub cache: Option<ImmutableCache>,
     pub uploads: Arc<UploadBudget>,
@@ -31,10 +45,12 @@ pub struct GatewayFront {
 impl FrontDoor for GatewayFront {
     fn admit<'a>(&'a self, request: &'a mut Parts) -> BoxFuture<'a, Option<Answer>> {
         Box::pin(async move {
-            if let Some(auth) = &self.auth {
+            let mut principal = None;
+            if let Some(auth) = &self.edge.auth {
                 match auth.decide(request).await {
                     Decision::Refuse(e) => return Some(render::error(&e, request.method == Method::HEAD)),
-                    Decision::Serve { ends_at } => {
+                    Decision::Serve { ends_at, principal: who } => {
+                        principal = who;
                         // Voters never see end-user credentials.
                         request.headers.remove(http::header::AUTHORIZATION);
                         if let Some(end) = ends_at {
@@ -42,6 +58,18 @@ impl FrontDoor for GatewayFront {
                         }
                     }
                 }
+            }
+            let mut holds = Holds::default();
+            if let Some(quotas) = &self.edge.quotas
+                && let Err(refused) = quotas.admit(request, &mut holds)
+            {
+                return Some(render::error(&refused, request.method == Method::HEAD));
+            }
+            if let Some(usage) = &self.edge.usage {
+                usage.admit(request, principal, &mut holds);
+            }
+            if !holds.held.is_empty() {
+                request.extensions.insert(holds);
             }
             // After the checks: a cached answer is served only to who may read it.
             self.cache.as_ref().and_then(|c| c.lookup(request))
@@ -72,8 +100,14 @@ impl FrontDoor for GatewayFront {
     }
 
     fn metrics(&self, m: &mut Metrics) {
-        if let Some(auth) = &self.auth {
+        if let Some(auth) = &self.edge.auth {
             auth.metrics(m);
+        }
+        if let Some(quotas) = &self.edge.quotas {
+            quotas.metrics(m);
+        }
+        if let Some(usage) = &self.edge.usage {
+            m.count("usage_sink_failures", usage.sink_failures.load(Relaxed));
         }
         if let Some(cache) = &self.cache {
             m.count("immutable_cache_hits", cache.hits.load(Relaxed));

@@ -12,14 +12,20 @@
 //!   `GatewayBackend`, the `Backend` over their `StreamService`.
 //! - `front`: the gateway's `FrontDoor` hooks around the HTTP surface.
 //! - `immutable_cache`: the bounded cache of immutable answers.
+//! - `quotas`: per-bucket admission limits (rate, live reads, bodies, uploads).
 //! - `uploads`: the request body budget and slow-body rules.
+//! - `watched`: a settings file reloaded on `SIGHUP` and on change.
+//! - `usage`: the per-tenant usage log.
 
 pub mod auth;
 pub mod flags;
 pub mod front;
 pub mod immutable_cache;
+pub mod quotas;
 pub mod uploads;
 pub mod upstream;
+pub mod usage;
+pub mod watched;
 
 use std::future::Future;
 use std::io::Write;
@@ -28,7 +34,7 @@ use std::sync::{Arc, OnceLock};
 use tokio::net::TcpListener;
 use ursula_http::{ConnectionLimits, Cors, HttpOptions, JsonReads, Surface};
 
-use crate::front::GatewayFront;
+use crate::front::{GatewayFront, TenantEdge};
 use crate::immutable_cache::{CacheOptions, ImmutableCache};
 use crate::uploads::{UploadBudget, UploadLimits};
 use crate::upstream::Upstreams;
@@ -54,6 +60,18 @@ pub struct GatewayConfig {
     pub connections: ConnectionLimits,
     /// Access control, when `--auth-issuer` and its companions are set.
     pub auth: Option<auth::AuthSettings>,
+    /// `--quota-policy`.
+    pub quota_policy: Option<std::path::PathBuf>,
+    /// `--usage-log` and its window.
+    pub usage: Option<UsageSettings>,
+}
+
+/// `--usage-log`, `--usage-flush-secs`, `--usage-chunk-bytes`.
+#[derive(Debug, Clone)]
+pub struct UsageSettings {
+    pub path: std::path::PathBuf,
+    pub flush: std::time::Duration,
+    pub chunk_bytes: Option<u64>,
 }
 
 impl GatewayConfig {
@@ -100,7 +118,21 @@ pub async fn run(
         None => None,
     };
     let found: Arc<OnceLock<Surface<GatewayBackend>>> = Arc::new(OnceLock::new());
-    let discovery = tokio::spawn(find_cluster(config.clone(), clients, found.clone(), auth));
+    let quotas = match &config.quota_policy {
+        Some(path) => Some(quotas::Quotas::start(path.clone(), config.uploads.small_body_max_bytes)?),
+        None => None,
+    };
+    let usage = config.usage.as_ref().map(|u| {
+        let usage = usage::Usage::new(u.path.clone(), u.chunk_bytes);
+        usage.flush_every(u.flush);
+        usage
+    });
+    let discovery = tokio::spawn(find_cluster(
+        config.clone(),
+        clients,
+        found.clone(),
+        TenantEdge { auth, quotas, usage: usage.clone() },
+    ));
     println!("ursula gateway in front of {}", config.upstreams.join(", "));
     // Tests and scripts read the bound address from this line.
     println!("ursula gateway listening on http://{}", listener.local_addr()?);
@@ -116,6 +148,10 @@ pub async fn run(
     };
     let served = ursula_http::serve(listener, config.workers, config.connections, service, shutdown).await;
     discovery.abort();
+    if let Some(usage) = usage {
+        // A clean shutdown writes the last window.
+        usage.flush();
+    }
     Ok(served?)
 }
 
@@ -124,7 +160,7 @@ async fn find_cluster(
     config: GatewayConfig,
     clients: Vec<upstream::Client>,
     found: Arc<OnceLock<Surface<GatewayBackend>>>,
-    auth: Option<Arc<auth::Auth>>,
+    edge: TenantEdge,
 ) {
     let upstreams = Arc::new(Upstreams::discover(config.upstreams, clients).await);
     tokio::spawn(upstreams.clone().probe_forever());
@@ -137,7 +173,7 @@ async fn find_cluster(
         connections: config.connections,
     };
     let front = GatewayFront {
-        auth,
+        edge,
         cache: (config.cache.max_bytes > 0).then(|| ImmutableCache::new(&config.cache)),
         uploads: Arc::new(UploadBudget::new(config.uploads)),
     };

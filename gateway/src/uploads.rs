@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use http_body_util::BodyExt;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -23,10 +22,6 @@ use ursula_http::{BodyPace, Upload};
 pub const DEFAULT_BUDGET_BYTES: u64 = 256 * 1024 * 1024;
 pub const DEFAULT_SMALL_BODY_MAX_BYTES: u64 = 1024 * 1024;
 pub const DEFAULT_SMALL_BODY_HEADROOM_BYTES: u64 = 32 * 1024 * 1024;
-/// How long a refused body is read and dropped before its refusal is sent,
-/// so a client that sends its body first still reads the answer.
-const DRAIN_IDLE: Duration = Duration::from_secs(5);
-const DRAIN_TOTAL: Duration = Duration::from_secs(30);
 
 /// The settings of `ursula gateway --body-*` and `--small-body-*`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -243,24 +238,13 @@ where
     Ok(Upload::holding(buf.freeze(), held))
 }
 
-/// Reads and drops the rest of a refused body, for at most 30 s and never
-/// more than 5 s without data.
+/// Drains a refused body, counting what it drained.
 async fn drain<T>(budget: &UploadBudget, body: &mut T)
 where
     T: http_body::Body<Data = Bytes> + Unpin,
 {
-    let end = Instant::now() + DRAIN_TOTAL;
-    loop {
-        let idle = (Instant::now() + DRAIN_IDLE).min(end);
-        match tokio::time::timeout_at(idle, body.frame()).await {
-            Ok(Some(Ok(frame))) => {
-                if let Some(data) = frame.data_ref() {
-                    budget.refusal_drain_bytes.fetch_add(data.len() as u64, Relaxed);
-                }
-            }
-            _ => return,
-        }
-    }
+    let drained = ursula_http::front::drain_refused_body(body).await;
+    budget.refusal_drain_bytes.fetch_add(drained, Relaxed);
 }
 
 #[cfg(test)]

@@ -107,6 +107,12 @@ mod gateway_bodies;
 // Access control: tokens, the bucket policy, concealment (spec/08).
 mod gateway_auth;
 
+// Tenant quotas at the gateway (issue 19).
+mod gateway_quotas;
+
+// The gateway's usage log (issue 19).
+mod gateway_usage;
+
 // Issue 7: the S3 cold tier on three voters and an s3s-fs server: flush, reads across tiers, outage, damage.
 mod cold;
 mod cold_parts;

@@ -71,6 +71,20 @@ pub enum ApiError {
     CredentialExpired,
     /// No signing key of the issuer could be had.
     AuthenticationUnavailable,
+    /// A tenant's request rate is spent (`429`, whole seconds until a token).
+    RateLimited {
+        retry_after_secs: u64,
+    },
+    /// A tenant's concurrent live reads are all taken.
+    LiveReadsExhausted,
+    /// A tenant's concurrent large uploads are all taken.
+    UploadsExhausted,
+    /// A tenant's bytes of large uploads in flight would pass its limit.
+    UploadBytesExhausted,
+    /// A body above the tenant's limit (`413` naming it, before reading).
+    QuotaTooLarge {
+        limit: u64,
+    },
     /// A refusal of a node's admin plane (spec/35 "Admin endpoints").
     Admin {
         status: StatusCode,
@@ -92,6 +106,11 @@ impl ApiError {
                 | ApiError::InvalidCredential
                 | ApiError::CredentialExpired
                 | ApiError::AuthenticationUnavailable
+                | ApiError::RateLimited { .. }
+                | ApiError::LiveReadsExhausted
+                | ApiError::UploadsExhausted
+                | ApiError::UploadBytesExhausted
+                | ApiError::QuotaTooLarge { .. }
         )
     }
 }
@@ -196,6 +215,33 @@ impl ApiError {
                 "the credential cannot be checked now; nothing was forwarded",
             )
             .header("retry-after", 5),
+            ApiError::RateLimited { retry_after_secs } => ErrorAnswer::new(
+                S::TOO_MANY_REQUESTS,
+                ErrorCode::RateLimited,
+                "the bucket's request rate is spent; nothing was forwarded",
+            )
+            .header("retry-after", retry_after_secs),
+            ApiError::LiveReadsExhausted => ErrorAnswer::new(
+                S::TOO_MANY_REQUESTS,
+                ErrorCode::LiveReadsExhausted,
+                "the bucket's live reads are all open; nothing was forwarded",
+            ),
+            ApiError::UploadsExhausted => ErrorAnswer::new(
+                S::TOO_MANY_REQUESTS,
+                ErrorCode::UploadsExhausted,
+                "the bucket's large uploads are all in flight; nothing was forwarded",
+            )
+            .header("retry-after", 1),
+            ApiError::UploadBytesExhausted => ErrorAnswer::new(
+                S::TOO_MANY_REQUESTS,
+                ErrorCode::UploadBytesExhausted,
+                "the bucket's upload bytes in flight are at their limit; nothing was forwarded",
+            )
+            .header("retry-after", 1),
+            ApiError::QuotaTooLarge { limit } => {
+                ErrorAnswer::new(S::PAYLOAD_TOO_LARGE, ErrorCode::RequestTooLarge, "request body too large")
+                    .header(names::URSULA_MAX_REQUEST_BYTES, limit)
+            }
             ApiError::MethodNotAllowed => {
                 ErrorAnswer::new(S::METHOD_NOT_ALLOWED, ErrorCode::MethodNotAllowed, "method not allowed on this route")
             }

@@ -56,6 +56,29 @@ pub struct Answered<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LiveDeadline(pub Instant);
 
+/// A lower request-body limit for this request than the surface's (a
+/// tenant's quota): bodies above it are refused with it, and a `HEAD`
+/// advertises it (extensions §10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestLimit(pub u64);
+
+/// What a front door admitted a request with (a live-read slot, an upload
+/// slot, a usage tally): kept until the answer's body is finished or
+/// dropped, whichever comes first.
+#[derive(Clone, Default)]
+pub struct Holds {
+    pub held: Vec<std::sync::Arc<dyn Send + Sync>>,
+    /// Bytes of the answer's body written, when a front door counts them.
+    pub sent: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+    /// Bytes of the request's body read, when a front door counts them.
+    pub received: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+}
+
+/// Where the surface adds the bytes of a request body it read (set from
+/// `Holds::received`).
+#[derive(Clone)]
+pub struct BodyCounter(pub std::sync::Arc<std::sync::atomic::AtomicU64>);
+
 /// The hooks of one front door.
 pub trait FrontDoor: Send + Sync + 'static {
     /// Runs before the request is routed (after a CORS preflight, which
@@ -194,4 +217,30 @@ pub async fn read_whole_body(mut body: RequestBody, limit: u64, pace: BodyPace) 
         Err(parts) => parts.concat().into(),
     };
     Ok(Upload::new(bytes))
+}
+
+/// How long a refused body may take to drain, and how long it may pause.
+const DRAIN_TOTAL: Duration = Duration::from_secs(30);
+const DRAIN_IDLE: Duration = Duration::from_secs(5);
+
+/// Reads and drops the rest of a refused request body (at most 30 s, and
+/// never 5 s without data), so a client still sending it reads the refusal
+/// instead of a reset. Returns the bytes drained.
+pub async fn drain_refused_body<T>(body: &mut T) -> u64
+where
+    T: http_body::Body<Data = Bytes> + Unpin,
+{
+    let end = Instant::now() + DRAIN_TOTAL;
+    let mut drained = 0u64;
+    loop {
+        let idle = (Instant::now() + DRAIN_IDLE).min(end);
+        match tokio::time::timeout_at(idle, body.frame()).await {
+            Ok(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    drained = drained.saturating_add(data.len() as u64);
+                }
+            }
+            _ => return drained,
+        }
+    }
 }

@@ -123,3 +123,41 @@ pub fn preflight() -> Answer {
         empty(),
     )
 }
+
+/// `answer` with a body that keeps `holds` until it is finished or dropped.
+pub fn holding(answer: Answer, holds: crate::front::Holds) -> Answer {
+    answer.map(|body| HoldingBody { body, holds }.boxed_unsync())
+}
+
+/// A body that keeps what a request was admitted with, and counts the
+/// bytes it hands to the connection.
+struct HoldingBody {
+    body: Body,
+    holds: crate::front::Holds,
+}
+
+impl http_body::Body for HoldingBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
+        let polled = std::pin::Pin::new(&mut self.body).poll_frame(cx);
+        if let (std::task::Poll::Ready(Some(Ok(frame))), Some(sent)) = (&polled, &self.holds.sent)
+            && let Some(data) = frame.data_ref()
+        {
+            sent.fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}

@@ -24,7 +24,7 @@ use ursula_http::Metrics;
 use ursula_http::error::ApiError;
 
 use keys::{KeyLocation, KeySource};
-use policy::PolicyHolder;
+use policy::{PolicyHolder, Principal};
 use token::{TokenError, Verifier};
 
 /// `--auth-*`: the three first go together.
@@ -41,9 +41,11 @@ pub struct AuthSettings {
 /// What the gateway does with a request.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Decision {
-    /// Serve it; a live read admitted with a credential ends at `ends_at`.
+    /// Serve it; a live read admitted with a credential ends at `ends_at`;
+    /// `principal` is whom the credential speaks for.
     Serve {
         ends_at: Option<Instant>,
+        principal: Option<Principal>,
     },
     Refuse(ApiError),
 }
@@ -96,7 +98,7 @@ fn instant_of(exp: u64) -> Instant {
 impl Auth {
     /// Loads the policy (an invalid one refuses the start) and watches it.
     pub fn start(settings: AuthSettings) -> anyhow::Result<Auth> {
-        let policy = PolicyHolder::open(settings.policy.clone())?;
+        let policy = policy::open(settings.policy.clone())?;
         policy.clone().watch();
         let location = match settings.jwks_url {
             Some(url) => KeyLocation::Jwks(url),
@@ -127,7 +129,7 @@ impl Auth {
             // The gateway's counters show traffic volume: served only by choice.
             let metrics = matches!(path, "/__ursula/metrics" | "/__ursula/gateway/metrics");
             return if self.public_metrics && metrics {
-                Decision::Serve { ends_at: None }
+                Decision::Serve { ends_at: None, principal: None }
             } else {
                 Decision::Refuse(ApiError::Concealed)
             };
@@ -150,7 +152,10 @@ impl Auth {
         // GET and HEAD of the surface, and nothing else.
         let read = request.method == Method::GET || request.method == Method::HEAD;
         if owner || (read && rules.public_read) {
-            Decision::Serve { ends_at: verified.map(|v| instant_of(v.exp)) }
+            Decision::Serve {
+                ends_at: verified.as_ref().map(|v| instant_of(v.exp)),
+                principal: verified.map(|v| v.principal),
+            }
         } else {
             Decision::Refuse(ApiError::Concealed)
         }

@@ -1,18 +1,15 @@
 //! The bucket policy (`--auth-policy`, spec/08): who owns each bucket and
-//! which buckets anyone may read. Held behind a lock so a reload swaps it
-//! whole: a request keeps the policy it was admitted with.
+//! which buckets anyone may read, reloaded as a `Watched` file.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 use serde::Deserialize;
 use ursula_stream::BucketId;
 
 /// Who a validated token speaks for: its issuer and subject.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Principal {
     pub issuer: String,
@@ -84,65 +81,12 @@ impl Policy {
     }
 }
 
-/// The policy in force, and the file it came from.
-pub struct PolicyHolder {
-    path: PathBuf,
-    current: RwLock<Arc<Policy>>,
-    /// The file's modification time and length when last read.
-    seen: Mutex<Option<(SystemTime, u64)>>,
-}
+/// The policy in force, reloaded from its file.
+pub type PolicyHolder = crate::watched::Watched<Policy>;
 
-fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
-    let meta = std::fs::metadata(path).ok()?;
-    Some((meta.modified().ok()?, meta.len()))
-}
-
-impl PolicyHolder {
-    /// Loads the file; an invalid one refuses the start.
-    pub fn open(path: PathBuf) -> anyhow::Result<Arc<PolicyHolder>> {
-        let seen = stamp(&path);
-        let policy = Policy::load(&path)?;
-        Ok(Arc::new(PolicyHolder { path, current: RwLock::new(Arc::new(policy)), seen: Mutex::new(seen) }))
-    }
-
-    pub fn current(&self) -> Arc<Policy> {
-        self.current.read().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    /// Reads the file again; an invalid one keeps the policy in force.
-    pub fn reload(&self) {
-        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = stamp(&self.path);
-        match Policy::load(&self.path) {
-            Ok(policy) => {
-                *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
-                tracing::info!(path = %self.path.display(), "reloaded the access policy");
-            }
-            Err(e) => tracing::warn!("kept the access policy in force: {e:#}"),
-        }
-    }
-
-    /// Reloads on `SIGHUP` and when the file changes (checked every second).
-    pub fn watch(self: Arc<PolicyHolder>) {
-        let holder = self.clone();
-        tokio::spawn(async move {
-            let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
-                return;
-            };
-            while hangups.recv().await.is_some() {
-                holder.reload();
-            }
-        });
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(1));
-            loop {
-                tick.tick().await;
-                let changed = stamp(&self.path) != *self.seen.lock().unwrap_or_else(|p| p.into_inner());
-                if changed {
-                    self.reload();
-                }
-            }
-        });
-    }
+/// Opens the policy file (an invalid one refuses the start).
+pub fn open(path: PathBuf) -> anyhow::Result<std::sync::Arc<PolicyHolder>> {
+    PolicyHolder::open("access policy", path, Policy::load)
 }
 
 #[cfg(test)]

@@ -12,14 +12,19 @@ use crate::error::ApiError;
 use crate::headers::{self, names};
 use crate::render::{self, Answer};
 
-pub async fn head<B: Backend>(shared: &Shared<B>, key: StreamKey, h: &HeaderMap) -> Result<Answer, ApiError> {
+pub async fn head<B: Backend>(
+    shared: &Shared<B>,
+    key: StreamKey,
+    h: &HeaderMap,
+    request_limit: u64,
+) -> Result<Answer, ApiError> {
     let expect = headers::incarnation(h)?;
     let info = shared.backend.head(key).await?;
     check_expect(expect, &info)?;
     let mut b = stream_headers(render::builder(StatusCode::OK), &info)
         .header(header::CACHE_CONTROL, "no-store")
         .header(names::STREAM_RETAINED_OFFSET, info.retained.to_string())
-        .header(names::URSULA_MAX_REQUEST_BYTES, shared.options.request_limit().to_string());
+        .header(names::URSULA_MAX_REQUEST_BYTES, request_limit.to_string());
     if let Some(max) = shared.backend.parts().map(SnapshotParts::max_snapshot_bytes) {
         b = b.header(names::URSULA_MAX_SNAPSHOT_BYTES, max.to_string());
     }

@@ -33,7 +33,7 @@ use ursula_stream::StreamKey;
 
 use crate::backend::{Backend, WriteRoute};
 use crate::error::ApiError;
-use crate::front::{Answered, FrontDoor, RequestBody, Upload};
+use crate::front::{Answered, BodyCounter, FrontDoor, Holds, RequestBody, RequestLimit, Upload};
 use crate::options::HttpOptions;
 use crate::render::{self, Answer};
 use crate::route::{Route, Sub, route};
@@ -67,10 +67,25 @@ where
         shared.front.admit(&mut parts).await
     };
     let served = early.is_none();
+    let holds = parts.extensions.remove::<Holds>();
+    if let Some(received) = holds.as_ref().and_then(|h| h.received.clone()) {
+        parts.extensions.insert(BodyCounter(received));
+    }
     let mut answer = match early {
-        Some(answer) => answer,
+        Some(answer) => {
+            // A refusal before the body was read (a quota, a credential):
+            // the client may still be sending it.
+            tokio::spawn(async move {
+                let mut body = std::pin::pin!(body);
+                crate::front::drain_refused_body(&mut body).await;
+            });
+            answer
+        }
         None => dispatch(shared, Request::from_parts(parts, body)).await.unwrap_or_else(|e| render::error(&e, head)),
     };
+    if let Some(holds) = holds {
+        answer = render::holding(answer, holds);
+    }
     if answer.status() == StatusCode::METHOD_NOT_ALLOWED {
         answer.headers_mut().insert(http::header::ALLOW, http::HeaderValue::from_static(allowed_methods(uri.path())));
     }
@@ -111,7 +126,7 @@ where
             Method::DELETE => write::delete(&shared, key, req.headers()).await,
             Method::HEAD => {
                 leader_read(&shared, &key, &req).await?;
-                head::head(&shared, key, req.headers()).await
+                head::head(&shared, key, req.headers(), request_limit(&shared, req.extensions())).await
             }
             Method::GET => read::get(shared, key, req).await,
             _ => Err(ApiError::MethodNotAllowed),
@@ -212,6 +227,13 @@ fn route_write<B: Backend, T>(shared: &Shared<B>, key: &StreamKey, req: &Request
     }
 }
 
+/// The request limit of this request: the surface's, or a front door's
+/// lower one.
+fn request_limit<B>(shared: &Shared<B>, extensions: &http::Extensions) -> u64 {
+    let surface = shared.options.request_limit();
+    extensions.get::<RequestLimit>().map_or(surface, |l| l.0.min(surface))
+}
+
 /// Reads a request body up to the request limit, refusing from
 /// `Content-Length` before reading when it can; the front door reads it (a
 /// gateway under its body budget and slow-body rules). The answer holds
@@ -221,11 +243,16 @@ where
     T: http_body::Body<Data = Bytes> + Send + 'static,
     T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let limit = shared.options.request_limit();
+    let limit = request_limit(shared, req.extensions());
     let declared = crate::headers::content_length(req.headers());
     if declared.is_some_and(|n| n > limit) {
         return Err(ApiError::RequestTooLarge { limit });
     }
+    let counter = req.extensions().get::<BodyCounter>().cloned();
     let body: RequestBody = req.into_body().map_err(Into::into).boxed_unsync();
-    shared.front.read_body(body, declared, limit).await
+    let upload = shared.front.read_body(body, declared, limit).await?;
+    if let Some(BodyCounter(counter)) = counter {
+        counter.fetch_add(upload.bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+    Ok(upload)
 }
