@@ -9,7 +9,8 @@
 # Usage: loadtest/bench.sh [OUT] [TARGET...]
 #   TARGET: append32 append8 fanout catchup idle (issue 4), raft8 raft32 (issue 5),
 #           cluster8 cluster32 (issue 6), gateway8 gwcatchup gwchunks (issue 8),
-#           coldcatchup coldappend (issue 7), gwauth8 gwauth32 (issue 18)
+#           coldcatchup coldappend (issue 7), gwauth8 gwauth32 (issue 18),
+#           gwquota8 gwquota32 (issue 19)
 # URSULA_BIN and LOADTEST_BIN override the binaries (e.g. copies of a build
 # that later builds must not replace mid-run).
 set -euo pipefail
@@ -259,6 +260,16 @@ for t in "${targets[@]}"; do
         append --streams "$writers" --writers "$writers" --bytes 256 --duration 5 --rounds 5 \
         --header "authorization: Bearer $(cat "$out/issuer/token")"
       issuer_down ;;
+    # Issue 19: a gateway with a quota policy (limits high enough that
+    # nothing is refused: the cost of checking them) and a usage log,
+    # against the same gateway without either.
+    gwquota8 | gwquota32)
+      writers=8; [ "$t" = gwquota32 ] && writers=32
+      printf '[default]\nrequests_per_second = 1000000\nmax_live_reads = 100000\nmax_request_body_bytes = 33554432\nmax_concurrent_uploads = 1000\nmax_upload_bytes = 1073741824\n' >"$out/quotas.toml"
+      rm -f "$out/usage.jsonl"
+      run_gateway "$t" edge-off "" edge-on \
+        "--quota-policy $out/quotas.toml --usage-log $out/usage.jsonl --usage-flush-secs 5 --usage-chunk-bytes 10240" \
+        append --streams "$writers" --writers "$writers" --bytes 256 --duration 5 --rounds 5 ;;
     *) echo "unknown target $t" >&2; exit 1 ;;
   esac
 done
