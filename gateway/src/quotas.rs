@@ -222,18 +222,22 @@ impl Quotas {
     }
 
     fn state(&self, bucket: &str) -> Arc<BucketState> {
+        let now = self.now_ms();
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        let state = buckets.entry(bucket.to_string()).or_insert_with(|| {
-            Arc::new(BucketState {
-                rate: Mutex::new(None),
-                live_reads: AtomicU64::new(0),
-                uploads: AtomicU64::new(0),
-                upload_bytes: AtomicU64::new(0),
-                last_used_ms: AtomicU64::new(0),
-            })
+        // A known bucket costs no allocation.
+        if let Some(state) = buckets.get(bucket) {
+            state.last_used_ms.store(now, Relaxed);
+            return state.clone();
+        }
+        let state = Arc::new(BucketState {
+            rate: Mutex::new(None),
+            live_reads: AtomicU64::new(0),
+            uploads: AtomicU64::new(0),
+            upload_bytes: AtomicU64::new(0),
+            last_used_ms: AtomicU64::new(now),
         });
-        state.last_used_ms.store(self.now_ms(), Relaxed);
-        state.clone()
+        buckets.insert(bucket.to_string(), state.clone());
+        state
     }
 
     /// Drops the state of buckets idle for `idle` with nothing in flight.

@@ -120,7 +120,10 @@ impl Drop for Tally {
         };
         let counts = Counts { requests: 1, request_bytes, response_bytes: self.response_bytes.load(Relaxed), chunks };
         let mut open = self.usage.open.lock().unwrap_or_else(|p| p.into_inner());
-        open.counts.entry(self.key.clone()).or_default().add(counts);
+        match open.counts.get_mut(&self.key) {
+            Some(total) => total.add(counts),
+            None => drop(open.counts.insert(self.key.clone(), counts)),
+        }
     }
 }
 
