@@ -52,13 +52,17 @@ impl<E: GroupEngine> Admin<E> {
         match (req.method(), segments.as_slice()) {
             (&Method::GET, ["__ursula", "metrics"]) => metrics_answer(self.backend.metrics().await, None),
             (&Method::GET, ["__ursula", "ready"]) => ready_answer(self.backend.readiness(), None),
+            (&Method::GET, ["__ursula", "usage"]) => match self.backend.usage() {
+                Some(report) => json_answer(StatusCode::OK, report),
+                None => refusal(ApiError::NotFound),
+            },
             (&Method::POST, ["__ursula", "flush-cold", bucket, stream]) => {
                 if let Err(refused) = check_incarnation(&req) {
                     return refusal(refused);
                 }
                 self.flush_cold(bucket, stream).await
             }
-            (_, ["__ursula", "flush-cold", ..]) | (_, ["__ursula", "metrics" | "ready"]) => {
+            (_, ["__ursula", "flush-cold", ..]) | (_, ["__ursula", "metrics" | "ready" | "usage"]) => {
                 refusal(ApiError::MethodNotAllowed)
             }
             _ => refusal(ApiError::NotFound),

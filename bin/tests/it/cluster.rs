@@ -305,4 +305,33 @@ async fn a_wiped_voter_rejoins_by_snapshot_install_without_initializing_again() 
     for node in nodes.iter().flatten() {
         converges(node, &expected).await;
     }
+
+    // Committed usage (spec/35, issue 19) agrees on every voter, the one
+    // that installed a snapshot included: a producer retry counts nothing,
+    // a deleted stream's bytes stay counted.
+    append(&nodes, 80).await;
+    let first = nodes[0].as_ref().expect("running");
+    first.put("/cluster/gone").content_type(TEXT).body("abc").send().await.expect(201);
+    first.delete("/cluster/gone").send().await.expect(204);
+    let bytes = expected.len() as u64;
+    let want = serde_json::json!({
+        "committed_append_bytes": bytes + 3,
+        "committed_records": 81 + 1,
+        "committed_write_units": 1 + 81 + 1,
+        "retained_bytes": bytes,
+        "stream_count": 1,
+    });
+    for node in nodes.iter().flatten() {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let usage = node.get("/__ursula/usage").send().await.json();
+            if usage["buckets"]["cluster"] == want {
+                assert_eq!(usage["write_unit_bytes"], 10240);
+                assert_eq!(usage["raft_group_count"], 8);
+                break;
+            }
+            assert!(Instant::now() < deadline, "{} reports {usage}, not {want}", node.base());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
 }

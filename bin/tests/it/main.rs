@@ -80,6 +80,9 @@ mod ext_read_path;
 // Extensions §11: the JSON error body of every extension refusal; HEAD errors without a body.
 mod ext_errors;
 
+// spec/35 "Usage export": a voter's committed usage (issue 19).
+mod usage;
+
 // docs/extensions.md: runs each section's curl examples against a node, so they cannot rot.
 mod docs_examples;
 

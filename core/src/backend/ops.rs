@@ -4,6 +4,7 @@
 
 use ursula_http::{Metrics, Operations, Readiness};
 use ursula_stream::routing::GroupId;
+use ursula_stream::usage::{BucketUsage, WRITE_UNIT_BYTES};
 
 use super::NodeBackend;
 use crate::engine::GroupEngine;
@@ -24,6 +25,31 @@ impl<E: GroupEngine> Operations for NodeBackend<E> {
         m.count("live_readers", self.live_readers());
         m.text("process_incarnation", crate::process::process_incarnation());
         m
+    }
+
+    fn usage(&self) -> Option<serde_json::Value> {
+        let groups = self.engine.group_count();
+        let mut buckets: std::collections::BTreeMap<String, BucketUsage> = Default::default();
+        for g in 0..groups {
+            let Ok(report) = self.engine.query(GroupId(g), |store, now| store.usage_report(now)) else { continue };
+            for (bucket, line) in report {
+                buckets.entry(bucket.as_str().to_string()).or_default().add(&line);
+            }
+        }
+        let mut report = serde_json::json!({
+            "version": 1,
+            "node_id": self.engine.node_id(),
+            "write_unit_bytes": WRITE_UNIT_BYTES,
+            "buckets": buckets,
+            "raft_group_count": groups,
+        });
+        // Without a cold store no part can be staged. With one, the per-term
+        // counting of staged parts is not built yet: the field is left out
+        // rather than claim none.
+        if self.cold.is_none() {
+            report["staged_snapshot_parts"] = serde_json::json!([]);
+        }
+        Some(report)
     }
 
     fn readiness(&self) -> Readiness {

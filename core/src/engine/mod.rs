@@ -61,6 +61,10 @@ pub enum Waited {
 pub trait GroupEngine: Send + Sync + 'static {
     /// A short name for metrics: `memory`, `raft`.
     fn name(&self) -> &'static str;
+    /// This node's id (`raft.node_id`; 1 for a node without Raft).
+    fn node_id(&self) -> u64 {
+        1
+    }
     fn group_count(&self) -> u32;
     /// The time proposals are stamped with and queries read.
     fn clock(&self) -> &dyn Clock;

@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 use super::types::{Entry, LogId, Proposal, StoredMembership, Vote};
 
 const VERSION: u8 = 1;
+/// Snapshots whose store carries committed usage (spec/35); a snapshot of
+/// version 1 decodes as `LegacyStreamStore`, its counters at zero.
+const SNAPSHOT_VERSION: u8 = 2;
 
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("cannot encode or decode {what}: {reason}")]
@@ -147,7 +150,9 @@ pub fn encode_snapshot(
         membership: membership.membership().into(),
         snapshot_id: snapshot_id.to_string(),
     };
-    encode("snapshot", &(head, store))
+    postcard::to_extend(&(head, store), vec![SNAPSHOT_VERSION])
+        .map(Bytes::from)
+        .map_err(|e| CodecError { what: "snapshot", reason: e.to_string() })
 }
 
 /// A snapshot's meta alone, for sending it to a peer.
@@ -178,7 +183,30 @@ pub struct DecodedSnapshot {
 }
 
 pub fn decode_snapshot(bytes: &[u8]) -> Result<DecodedSnapshot, CodecError> {
-    let (head, store): (SnapshotHead, ursula_stream::StreamStore) = decode("snapshot", bytes)?;
+    let failed = |e: postcard::Error| CodecError { what: "snapshot", reason: e.to_string() };
+    let (head, store): (SnapshotHead, ursula_stream::StreamStore) = match bytes.split_first() {
+        Some((&SNAPSHOT_VERSION, rest)) => postcard::from_bytes(rest).map_err(failed)?,
+        Some((&VERSION, rest)) => {
+            let (head, legacy): (SnapshotHead, ursula_stream::store::LegacyStreamStore) =
+                postcard::from_bytes(rest).map_err(failed)?;
+            (head, legacy.into())
+        }
+        Some((v, _)) => {
+            return Err(CodecError { what: "snapshot", reason: format!("unknown format version {v}") });
+        }
+        None => return Err(CodecError { what: "snapshot", reason: "empty record".into() }),
+    };
+    // The unit is part of the counters' contract (spec/35): never converted.
+    if store.write_unit_bytes() != ursula_stream::usage::WRITE_UNIT_BYTES {
+        return Err(CodecError {
+            what: "snapshot",
+            reason: format!(
+                "its usage counters are in write units of {} bytes, this build's are {}",
+                store.write_unit_bytes(),
+                ursula_stream::usage::WRITE_UNIT_BYTES
+            ),
+        });
+    }
     Ok(DecodedSnapshot {
         last_log_id: head.last_log_id.map(LogId::from),
         membership: StoredMembership::new(head.membership_log_id.map(LogId::from), head.membership.into()),
@@ -223,5 +251,29 @@ mod tests {
             assert!(decode_vote(bad).is_err());
             assert!(decode_snapshot(bad).is_err());
         }
+    }
+
+    /// A snapshot written before committed usage (format 1) still restores,
+    /// its counters at zero; one in another write unit is refused.
+    #[test]
+    fn snapshots_of_the_first_format_restore_and_another_unit_is_refused() {
+        let membership = StoredMembership::default();
+        let store = ursula_stream::StreamStore::new(7);
+        let current = encode_snapshot(None, &membership, "s-1", &store).expect("a snapshot");
+        assert_eq!(current[0], SNAPSHOT_VERSION);
+        assert_eq!(decode_snapshot(&current).expect("format 2").store, store);
+        // Format 1 is format 2 without the trailing usage map (empty: one
+        // byte) and unit (10240: two varint bytes).
+        let mut first = current.to_vec();
+        first.truncate(first.len() - 3);
+        first[0] = VERSION;
+        let restored = decode_snapshot(&first).expect("format 1");
+        assert_eq!(restored.store, store, "an empty store, its counters at zero");
+        assert_eq!(restored.snapshot_id, "s-1");
+        let mut other_unit = current.to_vec();
+        let n = other_unit.len();
+        other_unit[n - 2..].copy_from_slice(&[0x80, 0x20]);
+        let refused = decode_snapshot(&other_unit).map(|_| ()).expect_err("another unit");
+        assert!(refused.reason.contains("4096"), "{refused}");
     }
 }

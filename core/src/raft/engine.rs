@@ -69,6 +69,10 @@ impl GroupEngine for RaftEngine {
         "raft"
     }
 
+    fn node_id(&self) -> u64 {
+        self.node_id
+    }
+
     fn clock(&self) -> &dyn Clock {
         &*self.clock
     }

@@ -34,6 +34,7 @@ pub mod routing;
 pub mod snapshot;
 pub mod store;
 pub mod stream_seq;
+pub mod usage;
 
 pub use boundary::Boundary;
 pub use cold::{ColdCut, ColdPiece, ColdSlice, ColdSpan, CommitCold};

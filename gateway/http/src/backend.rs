@@ -266,6 +266,10 @@ pub trait SnapshotParts: Send + Sync + 'static {
 pub trait Operations: Send + Sync + 'static {
     fn metrics(&self) -> impl Future<Output = Metrics> + Send;
     fn readiness(&self) -> Readiness;
+    /// `/__ursula/usage` (spec/35 "Usage export"): a voter's committed
+    /// usage from its replicated state; `None` where there is none (a
+    /// gateway, which holds no streams).
+    fn usage(&self) -> Option<serde_json::Value>;
 }
 
 /// Everything the HTTP layer needs from whatever holds the streams.

@@ -213,6 +213,11 @@ impl SnapshotParts for GatewayBackend {
 }
 
 impl Operations for GatewayBackend {
+    fn usage(&self) -> Option<serde_json::Value> {
+        // A gateway holds no streams: each voter reports its own (spec/35).
+        None
+    }
+
     async fn metrics(&self) -> Metrics {
         let s = &self.upstreams.stats;
         let mut m = Metrics::new();

@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 
 pub use read::ReadQuery;
 
+use crate::command::Body;
 use crate::command::{ApplyCtx, Command};
 use crate::content_type::ContentType;
 use crate::data::StreamData;
@@ -24,10 +25,11 @@ use crate::ids::{BucketId, StreamId, StreamKey};
 use crate::incarnation::Incarnation;
 use crate::lifetime::LifetimeClock;
 use crate::offset::Offset;
-use crate::outcome::{AppendOk, CreateOk, Rejection, SnapshotOk, StreamInfo};
+use crate::outcome::{AppendKind, AppendOk, CreateOk, Rejection, SnapshotOk, StreamInfo};
 use crate::producer::ProducerState;
 use crate::snapshot::Snapshot;
 use crate::stream_seq::StreamSeq;
+use crate::usage::{BucketUsage, CommittedUsage, WRITE_UNIT_BYTES};
 
 /// One incarnation of a stream.
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
@@ -138,17 +140,88 @@ pub struct StreamStore {
     /// which buckets ever held a stream here (`BUCKET_NOT_FOUND` is for the
     /// others, extensions §11).
     streams: BTreeMap<BucketId, BTreeMap<StreamId, StreamState>>,
+    /// What each bucket committed in this group (spec/35): monotonic, kept
+    /// when streams go. Persisted after `streams`: a snapshot from before
+    /// it decodes as `LegacyStreamStore`.
+    usage: BTreeMap<BucketId, CommittedUsage>,
+    /// The unit of `write_units` these counters were kept in.
+    write_unit_bytes: u64,
+}
+
+/// A store as snapshots wrote it before committed usage existed.
+#[derive(serde::Deserialize)]
+pub struct LegacyStreamStore {
+    history_id: u64,
+    streams: BTreeMap<BucketId, BTreeMap<StreamId, StreamState>>,
+}
+
+impl From<LegacyStreamStore> for StreamStore {
+    /// Its usage counters start at zero.
+    fn from(legacy: LegacyStreamStore) -> StreamStore {
+        StreamStore { history_id: legacy.history_id, streams: legacy.streams, ..StreamStore::new(0) }
+    }
 }
 
 impl StreamStore {
     pub fn new(history_id: u64) -> StreamStore {
-        StreamStore { history_id, streams: BTreeMap::new() }
+        StreamStore { history_id, streams: BTreeMap::new(), usage: BTreeMap::new(), write_unit_bytes: WRITE_UNIT_BYTES }
+    }
+
+    /// The write unit the counters are kept in (a restore refuses another).
+    pub fn write_unit_bytes(&self) -> u64 {
+        self.write_unit_bytes
+    }
+
+    /// Per bucket: the committed counters and the current gauges.
+    pub fn usage_report(&self, now_ms: u64) -> BTreeMap<BucketId, BucketUsage> {
+        let mut report: BTreeMap<BucketId, BucketUsage> = BTreeMap::new();
+        for (bucket, c) in &self.usage {
+            let line = report.entry(bucket.clone()).or_default();
+            line.committed_append_bytes = c.append_bytes;
+            line.committed_records = c.records;
+            line.committed_write_units = c.write_units;
+        }
+        for (bucket, streams) in &self.streams {
+            for stream in streams.values().filter(|s| !s.clock.expired(now_ms)) {
+                let line = report.entry(bucket.clone()).or_default();
+                line.stream_count += 1;
+                line.retained_bytes += stream.data.tail().0.saturating_sub(stream.retained.0);
+            }
+        }
+        report
+    }
+
+    /// Counts a committed write of `bytes` and `records` for `bucket`.
+    fn count(&mut self, bucket: &BucketId, bytes: u64, records: u64) {
+        match self.usage.get_mut(bucket) {
+            Some(usage) => usage.record(bytes, records),
+            None => self.usage.entry(bucket.clone()).or_default().record(bytes, records),
+        }
     }
 
     pub fn apply(&mut self, command: Command, ctx: ApplyCtx) -> Outcome {
         match command {
-            Command::Create(cmd) => Outcome::Create(self.create(cmd, ctx)),
-            Command::Append(cmd) => Outcome::Append(self.append(cmd, ctx)),
+            Command::Create(cmd) => {
+                let (bucket, records) = (cmd.key.bucket.clone(), records_in(&cmd.body));
+                let created = self.create(cmd, ctx);
+                if let Ok(ok) = &created
+                    && ok.created
+                {
+                    self.count(&bucket, ok.info.tail.0, records);
+                }
+                Outcome::Create(created)
+            }
+            Command::Append(cmd) => {
+                let (bucket, records) = (cmd.key.bucket.clone(), records_in(&cmd.body));
+                let appended = self.append(cmd, ctx);
+                if let Ok(ok) = &appended
+                    && ok.kind == AppendKind::Applied
+                {
+                    let bytes = ok.receipt.map_or(0, |r| r.next.0.saturating_sub(r.start.0));
+                    self.count(&bucket, bytes, records);
+                }
+                Outcome::Append(appended)
+            }
             Command::Delete(cmd) => Outcome::Delete(self.delete(&cmd.key, cmd.expect, ctx)),
             Command::PublishSnapshot(cmd) => Outcome::PublishSnapshot(self.publish_snapshot(cmd, ctx)),
             Command::AdvanceRetention(cmd) => Outcome::AdvanceRetention(self.advance_retention(cmd, ctx)),
@@ -258,6 +331,17 @@ impl StreamStore {
     /// No streams (buckets they left behind do not count).
     pub fn is_empty(&self) -> bool {
         self.streams.values().all(BTreeMap::is_empty)
+    }
+}
+
+/// The messages a write's body holds: a JSON batch's count, else one for
+/// any bytes.
+fn records_in(body: &Body) -> u64 {
+    match body {
+        Body::Empty => 0,
+        Body::Bytes(b) => u64::from(!b.is_empty()),
+        Body::Json(Ok(batch)) => batch.count as u64,
+        Body::Json(Err(_)) => 0,
     }
 }
 

@@ -382,3 +382,38 @@ fn reads_start_at_sentinels_and_refuse_offsets_beyond_the_tail() {
         Err(Rejection::OffsetBeyondTail { tail: Offset(6), incarnation: all.info.incarnation })
     );
 }
+
+// --- spec/35: committed usage ---
+
+/// Committed creates and appends count their bytes, records and write units
+/// (at least one each); a deduplicated retry and a repeated create count
+/// nothing; deleting a stream keeps the counters and drops the gauges.
+#[test]
+fn committed_usage_counts_what_applied_once() {
+    let mut h = Harness::new();
+    let bucket = key("s").bucket;
+    let usage = |h: &Harness| h.store.usage_report(h.now_ms).get(&bucket).copied().unwrap_or_default();
+    h.create_with("s", "text/plain", "abc", Lifetime::Forever, false).expect("created");
+    h.create_with("s", "text/plain", "", Lifetime::Forever, false).expect("a repeat create");
+    let after_create = usage(&h);
+    assert_eq!(
+        (after_create.committed_append_bytes, after_create.committed_records, after_create.committed_write_units),
+        (3, 1, 1)
+    );
+    let mut write = Harness::append_cmd("s", Some("text/plain"), &"x".repeat(20_000));
+    write.producer = producer(0, 0);
+    h.append(write.clone()).expect("an append");
+    let retry = h.append(write).expect("a retry");
+    assert_eq!(retry.kind, AppendKind::Duplicate);
+    h.create_with("j", "application/json", r#"[{"a":1},{"b":2}]"#, Lifetime::Forever, false).expect("created");
+    let u = usage(&h);
+    assert_eq!(u.committed_append_bytes, 3 + 20_000 + 16, "{u:?}");
+    assert_eq!(u.committed_records, 1 + 1 + 2);
+    assert_eq!(u.committed_write_units, 1 + 2 + 1, "ceil(20000 / 10240) = 2");
+    assert_eq!((u.stream_count, u.retained_bytes), (2, 3 + 20_000 + 16));
+    assert_eq!(h.apply(Command::Delete(DeleteStream { key: key("s"), expect: None })), Outcome::Delete(Ok(())));
+    let gone = usage(&h);
+    assert_eq!(gone.committed_append_bytes, u.committed_append_bytes, "counters survive deletion");
+    assert_eq!((gone.stream_count, gone.retained_bytes), (1, 16));
+    assert_eq!(h.store.write_unit_bytes(), crate::usage::WRITE_UNIT_BYTES);
+}

@@ -11,7 +11,7 @@ use crate::render::Answer;
 
 pub async fn ops<B: Backend>(shared: &Shared<B>, path: &str, method: &Method) -> Result<Answer, ApiError> {
     // An unknown operational path is `404` whatever the method.
-    if !matches!(path, "ready" | "metrics" | "gateway/metrics") {
+    if !matches!(path, "ready" | "metrics" | "gateway/metrics" | "usage") {
         return Err(ApiError::NotFound);
     }
     if method != Method::GET && method != Method::HEAD {
@@ -26,6 +26,10 @@ pub async fn ops<B: Backend>(shared: &Shared<B>, path: &str, method: &Method) ->
             shared.front.metrics(&mut m);
             Ok(metrics_answer(m, cluster_id))
         }
+        "usage" => match shared.backend.usage() {
+            Some(report) => Ok(crate::ops::json_answer(http::StatusCode::OK, report)),
+            None => Err(ApiError::NotFound),
+        },
         _ => Err(ApiError::NotFound),
     }
 }
