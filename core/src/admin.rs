@@ -52,7 +52,7 @@ impl<E: GroupEngine> Admin<E> {
         match (req.method(), segments.as_slice()) {
             (&Method::GET, ["__ursula", "metrics"]) => metrics_answer(self.backend.metrics().await, None),
             (&Method::GET, ["__ursula", "ready"]) => ready_answer(self.backend.readiness(), None),
-            (&Method::GET, ["__ursula", "usage"]) => match self.backend.usage() {
+            (&Method::GET, ["__ursula", "usage"]) => match self.backend.usage().await {
                 Some(report) => json_answer(StatusCode::OK, report),
                 None => refusal(ApiError::NotFound),
             },

@@ -125,6 +125,20 @@ async fn a_stream_holds_at_most_8192_unused_parts_and_a_discard_frees_them() {
         .expect_no_header("retry-after");
     assert!(metric(leader, "snapshot_parts_staged_limit").await >= 1);
     assert_eq!(s3.files_with("part").len(), 8192, "nothing of the refused part was stored");
+    // `/__ursula/usage` (spec/35): the leader of the stream's group reports
+    // the staged bytes of its bucket, with its term.
+    let reports: Vec<serde_json::Value> = {
+        let mut all = Vec::new();
+        for v in voters.iter().flatten() {
+            let usage = v.get("/__ursula/usage").send().await.json();
+            all.extend(usage["staged_snapshot_parts"].as_array().cloned().unwrap_or_default());
+        }
+        all
+    };
+    let staged: Vec<_> = reports.iter().filter(|r| r["bytes"]["cold"] == 8192).collect();
+    assert_eq!(staged.len(), 1, "one leader reports the bucket's staged bytes: {reports:#?}");
+    assert_eq!(staged[0]["counting_finished"], true);
+    assert!(staged[0]["term"].as_u64() >= Some(1), "{:?}", staged[0]);
 
     leader
         .delete(&format!("{S}/snapshot/parts"))

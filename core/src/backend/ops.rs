@@ -3,11 +3,11 @@
 //! alike on the client plane and the admin plane.
 
 use ursula_http::{Metrics, Operations, Readiness};
-use ursula_stream::routing::GroupId;
+use ursula_stream::routing::{GroupId, group_of};
 use ursula_stream::usage::{BucketUsage, WRITE_UNIT_BYTES};
 
 use super::NodeBackend;
-use crate::engine::GroupEngine;
+use crate::engine::{GroupEngine, Leadership};
 
 impl<E: GroupEngine> Operations for NodeBackend<E> {
     async fn metrics(&self) -> Metrics {
@@ -27,7 +27,7 @@ impl<E: GroupEngine> Operations for NodeBackend<E> {
         m
     }
 
-    fn usage(&self) -> Option<serde_json::Value> {
+    async fn usage(&self) -> Option<serde_json::Value> {
         let groups = self.engine.group_count();
         let mut buckets: std::collections::BTreeMap<String, BucketUsage> = Default::default();
         for g in 0..groups {
@@ -43,12 +43,7 @@ impl<E: GroupEngine> Operations for NodeBackend<E> {
             "buckets": buckets,
             "raft_group_count": groups,
         });
-        // Without a cold store no part can be staged. With one, the per-term
-        // counting of staged parts is not built yet: the field is left out
-        // rather than claim none.
-        if self.cold.is_none() {
-            report["staged_snapshot_parts"] = serde_json::json!([]);
-        }
+        report["staged_snapshot_parts"] = self.staged_parts_report().await;
         Some(report)
     }
 
@@ -59,5 +54,42 @@ impl<E: GroupEngine> Operations for NodeBackend<E> {
         };
         readiness.details = Metrics::from(self.engine.readiness_details());
         readiness
+    }
+}
+
+impl<E: GroupEngine> NodeBackend<E> {
+    /// For each group this node leads: its term and the bytes of staged
+    /// parts per bucket (spec/35), from one listing of the parts tree at
+    /// the time of the request (`counting_finished: false` when the listing
+    /// failed). Without a cold store nothing can be staged: `[]`.
+    async fn staged_parts_report(&self) -> serde_json::Value {
+        let Some(cold) = &self.cold else { return serde_json::json!([]) };
+        let groups = self.engine.group_count();
+        let led: Vec<(u32, u64)> = (0..groups)
+            .filter_map(|g| match self.engine.leadership(GroupId(g)) {
+                Leadership::Local { term } => Some((g, term)),
+                _ => None,
+            })
+            .collect();
+        let listed = cold.staged_part_bytes().await;
+        let mut bytes: std::collections::BTreeMap<u32, std::collections::BTreeMap<String, u64>> = Default::default();
+        if let Ok(streams) = &listed {
+            for (key, size) in streams {
+                let group = group_of(key, groups).0;
+                *bytes.entry(group).or_default().entry(key.bucket.as_str().to_string()).or_default() += size;
+            }
+        }
+        let reports: Vec<serde_json::Value> = led
+            .into_iter()
+            .map(|(group, term)| {
+                serde_json::json!({
+                    "raft_group_id": group,
+                    "term": term,
+                    "counting_finished": listed.is_ok(),
+                    "bytes": bytes.remove(&group).unwrap_or_default(),
+                })
+            })
+            .collect();
+        serde_json::Value::Array(reports)
     }
 }

@@ -196,6 +196,29 @@ impl Cold {
         Ok((parts, bytes))
     }
 
+    /// Every staged part's bytes, by stream: one listing of the parts tree
+    /// (`/__ursula/usage`'s `staged_snapshot_parts`).
+    pub async fn staged_part_bytes(&self) -> Result<Vec<(StreamKey, u64)>, ColdError> {
+        let root = self.parts_root();
+        let listed = self.store.list_sized(&root).await?;
+        let mut by_stream: HashMap<(String, String), u64> = HashMap::new();
+        for (object, size) in listed {
+            let Some(rest) = object.strip_prefix(&root) else { continue };
+            // `{bucket}/{stream}/{incarnation}/{id}`: a stream id holds no `/`.
+            let mut segments = rest.splitn(3, '/');
+            let (Some(bucket), Some(stream), Some(tail)) = (segments.next(), segments.next(), segments.next()) else {
+                continue;
+            };
+            if parse_listed(tail).is_some() {
+                *by_stream.entry((bucket.to_string(), stream.to_string())).or_default() += size;
+            }
+        }
+        Ok(by_stream
+            .into_iter()
+            .filter_map(|((bucket, stream), bytes)| Some((StreamKey::parse(&bucket, &stream).ok()?, bytes)))
+            .collect())
+    }
+
     /// Refuses a part past either bound before its body is read; `declared`
     /// is its `Content-Length` (32 MiB without one).
     pub async fn admit_part(

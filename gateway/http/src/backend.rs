@@ -269,7 +269,7 @@ pub trait Operations: Send + Sync + 'static {
     /// `/__ursula/usage` (spec/35 "Usage export"): a voter's committed
     /// usage from its replicated state; `None` where there is none (a
     /// gateway, which holds no streams).
-    fn usage(&self) -> Option<serde_json::Value>;
+    fn usage(&self) -> impl Future<Output = Option<serde_json::Value>> + Send;
 }
 
 /// Everything the HTTP layer needs from whatever holds the streams.

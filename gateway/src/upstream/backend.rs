@@ -213,7 +213,7 @@ impl SnapshotParts for GatewayBackend {
 }
 
 impl Operations for GatewayBackend {
-    fn usage(&self) -> Option<serde_json::Value> {
+    async fn usage(&self) -> Option<serde_json::Value> {
         // A gateway holds no streams: each voter reports its own (spec/35).
         None
     }

@@ -26,7 +26,7 @@ pub async fn ops<B: Backend>(shared: &Shared<B>, path: &str, method: &Method) ->
             shared.front.metrics(&mut m);
             Ok(metrics_answer(m, cluster_id))
         }
-        "usage" => match shared.backend.usage() {
+        "usage" => match shared.backend.usage().await {
             Some(report) => Ok(crate::ops::json_answer(http::StatusCode::OK, report)),
             None => Err(ApiError::NotFound),
         },
