@@ -146,7 +146,9 @@ struct Record<'a> {
     requests: u64,
     request_bytes: u64,
     response_bytes: u64,
-    chunks: u64,
+    /// Only with `--usage-chunk-bytes`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    chunks: Option<u64>,
 }
 
 impl Usage {
@@ -233,7 +235,7 @@ impl Usage {
                 requests: c.requests,
                 request_bytes: c.request_bytes,
                 response_bytes: c.response_bytes,
-                chunks: c.chunks,
+                chunks: self.chunk_bytes.map(|_| c.chunks),
             })
             .collect();
         records.sort_by(|a, b| (a.bucket, a.class as u8).cmp(&(b.bucket, b.class as u8)));
