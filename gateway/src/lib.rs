@@ -13,6 +13,7 @@
 //! - `front`: the gateway's `FrontDoor` hooks around the HTTP surface.
 //! - `immutable_cache`: the bounded cache of immutable answers.
 //! - `quotas`: per-bucket admission limits (rate, live reads, bodies, uploads).
+//! - `target`: what the tenant edge reads of a request before routing.
 //! - `uploads`: the request body budget and slow-body rules.
 //! - `watched`: a settings file reloaded on `SIGHUP` and on change.
 //! - `usage`: the per-tenant usage log.
@@ -22,6 +23,7 @@ pub mod flags;
 pub mod front;
 pub mod immutable_cache;
 pub mod quotas;
+pub mod target;
 pub mod uploads;
 pub mod upstream;
 pub mod usage;

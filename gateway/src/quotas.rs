@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use http::Method;
 use http::request::Parts;
 use serde::Deserialize;
 use ursula_http::Metrics;
@@ -42,23 +41,12 @@ pub struct Limits {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct BucketEntry {
-    id: String,
-    requests_per_second: Option<u32>,
-    burst: Option<u32>,
-    max_live_reads: Option<u64>,
-    max_request_body_bytes: Option<u64>,
-    max_concurrent_uploads: Option<u64>,
-    max_upload_bytes: Option<u64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct QuotaFile {
     #[serde(default)]
     default: Limits,
+    /// Each entry is an `id` and the keys of `Limits`.
     #[serde(default)]
-    bucket: Vec<BucketEntry>,
+    bucket: Vec<toml::Table>,
 }
 
 /// The quota policy: the default, and the buckets with their own entry.
@@ -90,18 +78,16 @@ impl QuotaPolicy {
         let file: QuotaFile = toml::from_str(text).map_err(|e| anyhow::anyhow!("{}", e.message()))?;
         check(&file.default, "[default]")?;
         let mut buckets = HashMap::new();
-        for b in file.bucket {
-            BucketId::parse(&b.id).map_err(|e| anyhow::anyhow!("bucket {:?}: {e}", b.id))?;
-            let limits = Limits {
-                requests_per_second: b.requests_per_second,
-                burst: b.burst,
-                max_live_reads: b.max_live_reads,
-                max_request_body_bytes: b.max_request_body_bytes,
-                max_concurrent_uploads: b.max_concurrent_uploads,
-                max_upload_bytes: b.max_upload_bytes,
+        for mut entry in file.bucket {
+            let id = match entry.remove("id") {
+                Some(toml::Value::String(id)) => id,
+                _ => anyhow::bail!("a [[bucket]] needs an id"),
             };
-            check(&limits, &format!("bucket {:?}", b.id))?;
-            anyhow::ensure!(buckets.insert(b.id.clone(), limits).is_none(), "bucket {:?} is listed twice", b.id);
+            BucketId::parse(&id).map_err(|e| anyhow::anyhow!("bucket {id:?}: {e}"))?;
+            let limits: Limits =
+                entry.try_into().map_err(|e: toml::de::Error| anyhow::anyhow!("bucket {id:?}: {}", e.message()))?;
+            check(&limits, &format!("bucket {id:?}"))?;
+            anyhow::ensure!(buckets.insert(id.clone(), limits).is_none(), "bucket {id:?} is listed twice");
         }
         Ok(QuotaPolicy { default: file.default, buckets })
     }
@@ -184,11 +170,6 @@ fn take(counter: &AtomicU64, max: Option<u64>, amount: u64) -> bool {
     counter.fetch_update(Relaxed, Relaxed, |now| now.checked_add(amount).filter(|n| *n <= max)).is_ok()
 }
 
-fn is_live_read(parts: &Parts) -> bool {
-    parts.method == Method::GET
-        && parts.uri.query().is_some_and(|q| q.split('&').any(|p| p == "live=sse" || p == "live=long-poll"))
-}
-
 impl Quotas {
     fn new(policy: Arc<Watched<QuotaPolicy>>, small_body_max: u64) -> Quotas {
         Quotas {
@@ -257,11 +238,11 @@ impl Quotas {
     /// `holds` and the bucket's body limit to its extensions, or refuses it.
     pub fn admit(&self, request: &mut Parts, holds: &mut Holds) -> Result<(), ApiError> {
         let path = request.uri.path();
-        if path.starts_with("/__ursula/") {
+        if crate::target::is_operational(path) {
             return Ok(());
         }
-        let bucket = path.trim_start_matches('/').split('/').next().unwrap_or_default();
-        if BucketId::parse(bucket).is_err() {
+        let bucket = crate::target::bucket(path);
+        if !BucketId::is_valid(bucket) {
             // The surface refuses the id itself; no state for junk.
             return Ok(());
         }
@@ -284,22 +265,21 @@ impl Quotas {
                 return Err(ApiError::RateLimited { retry_after_secs: wait.as_secs_f64().ceil().max(1.0) as u64 });
             }
         }
+        let declared = ursula_http::headers::content_length(&request.headers).unwrap_or(0);
         if let Some(max) = limits.max_request_body_bytes {
             request.extensions.insert(RequestLimit(max));
-            let declared = ursula_http::headers::content_length(&request.headers);
-            if declared.is_some_and(|n| n > max) {
+            if declared > max {
                 self.refusals.body.fetch_add(1, Relaxed);
                 return Err(ApiError::QuotaTooLarge { limit: max });
             }
         }
-        if is_live_read(request) {
+        if crate::target::is_live_read(request) {
             if !take(&state.live_reads, limits.max_live_reads, 1) {
                 self.refusals.live_reads.fetch_add(1, Relaxed);
                 return Err(ApiError::LiveReadsExhausted);
             }
             holds.held.push(Arc::new(Slot { state: state.clone(), kind: SlotKind::LiveRead }));
         }
-        let declared = ursula_http::headers::content_length(&request.headers).unwrap_or(0);
         if declared > self.small_body_max {
             if !take(&state.uploads, limits.max_concurrent_uploads, 1) {
                 self.refusals.uploads.fetch_add(1, Relaxed);
@@ -349,6 +329,8 @@ mod tests {
             ("[default]\nmax_request_body_bytes = 40000000\n", "max_request_body_bytes"),
             ("[[bucket]]\nid = \"No\"\n", "No"),
             ("[[bucket]]\nid = \"tenant-a\"\n[[bucket]]\nid = \"tenant-a\"\n", "twice"),
+            ("[[bucket]]\nid = \"tenant-a\"\nmax_live_read = 2\n", "max_live_read"),
+            ("[[bucket]]\nmax_live_reads = 2\n", "needs an id"),
         ] {
             let e = QuotaPolicy::parse(text).expect_err(text);
             assert!(format!("{e:#}").contains(names), "{text}: {e:#}");

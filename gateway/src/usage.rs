@@ -36,15 +36,15 @@ pub enum Class {
 /// The class of `request`, or `None` for the gateway's own routes.
 pub fn classify(request: &Parts) -> Option<Class> {
     let path = request.uri.path();
-    if path.starts_with("/__ursula/") {
+    if crate::target::is_operational(path) {
         return None;
     }
     let segments = path.trim_start_matches('/').split('/').count();
-    let live = request.uri.query().is_some_and(|q| q.split('&').any(|p| p == "live=sse" || p == "live=long-poll"));
+    let live = crate::target::is_live_read(request);
     let has_body = ursula_http::headers::content_length(&request.headers).is_some_and(|n| n > 0)
         || request.headers.contains_key(http::header::TRANSFER_ENCODING);
     Some(match request.method {
-        Method::GET if live => Class::LiveRead,
+        _ if live => Class::LiveRead,
         Method::GET | Method::HEAD => Class::Read,
         Method::POST if segments == 2 => Class::Append,
         Method::PUT if segments == 2 && has_body => Class::Append,
@@ -185,7 +185,7 @@ impl Usage {
     /// answer is done, and counts the response bytes written.
     pub fn admit(self: &Arc<Usage>, request: &Parts, principal: Option<Principal>, holds: &mut Holds) {
         let Some(class) = classify(request) else { return };
-        let bucket = request.uri.path().trim_start_matches('/').split('/').next().unwrap_or_default().to_string();
+        let bucket = crate::target::bucket(request.uri.path()).to_string();
         let response_bytes = holds.sent.get_or_insert_with(Default::default).clone();
         let request_bytes = holds.received.get_or_insert_with(Default::default).clone();
         let key = Key { bucket, principal, class };

@@ -21,9 +21,13 @@ pub struct BucketId(String);
 
 impl BucketId {
     pub fn parse(raw: &str) -> Result<BucketId, IdError> {
-        let ok = (4..=64).contains(&raw.len())
-            && raw.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
-        if ok { Ok(BucketId(raw.to_string())) } else { Err(IdError::InvalidBucket) }
+        if BucketId::is_valid(raw) { Ok(BucketId(raw.to_string())) } else { Err(IdError::InvalidBucket) }
+    }
+
+    /// Whether `raw` is a bucket id (`^[a-z0-9_-]{4,64}$`), without making one.
+    pub fn is_valid(raw: &str) -> bool {
+        (4..=64).contains(&raw.len())
+            && raw.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
     }
 
     pub fn as_str(&self) -> &str {

@@ -74,11 +74,6 @@ pub struct Holds {
     pub received: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
 }
 
-/// Where the surface adds the bytes of a request body it read (set from
-/// `Holds::received`).
-#[derive(Clone)]
-pub struct BodyCounter(pub std::sync::Arc<std::sync::atomic::AtomicU64>);
-
 /// The hooks of one front door.
 pub trait FrontDoor: Send + Sync + 'static {
     /// Runs before the request is routed (after a CORS preflight, which

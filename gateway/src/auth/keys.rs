@@ -66,8 +66,8 @@ pub struct KeySource {
     refresh: Refresh,
     /// Held across a fetch: one fetch at a time, the others wait for it.
     held: Mutex<Held>,
-    /// Fetches made, for tests and metrics.
-    pub fetches: std::sync::atomic::AtomicU64,
+    /// Fetches made, for the metrics.
+    fetches: std::sync::atomic::AtomicU64,
 }
 
 impl KeySource {

@@ -125,7 +125,7 @@ impl Auth {
 
     async fn decision(&self, request: &Parts) -> Decision {
         let path = request.uri.path();
-        if path == "/__ursula" || path.starts_with("/__ursula/") {
+        if crate::target::is_operational(path) {
             // The gateway's counters show traffic volume: served only by choice.
             let metrics = matches!(path, "/__ursula/metrics" | "/__ursula/gateway/metrics");
             return if self.public_metrics && metrics {
@@ -144,7 +144,7 @@ impl Auth {
                 Err(TokenError::Unavailable) => return Decision::Refuse(ApiError::AuthenticationUnavailable),
             },
         };
-        let bucket = path.trim_start_matches('/').split('/').next().unwrap_or_default();
+        let bucket = crate::target::bucket(path);
         let policy = self.policy.current();
         let Some(rules) = policy.bucket(bucket) else { return Decision::Refuse(ApiError::Concealed) };
         let owner = verified.as_ref().is_some_and(|v| rules.owners.contains(&v.principal));

@@ -33,7 +33,7 @@ use ursula_stream::StreamKey;
 
 use crate::backend::{Backend, WriteRoute};
 use crate::error::ApiError;
-use crate::front::{Answered, BodyCounter, FrontDoor, Holds, RequestBody, RequestLimit, Upload};
+use crate::front::{Answered, FrontDoor, Holds, RequestBody, RequestLimit, Upload};
 use crate::options::HttpOptions;
 use crate::render::{self, Answer};
 use crate::route::{Route, Sub, route};
@@ -67,18 +67,18 @@ where
         shared.front.admit(&mut parts).await
     };
     let served = early.is_none();
-    let holds = parts.extensions.remove::<Holds>();
-    if let Some(received) = holds.as_ref().and_then(|h| h.received.clone()) {
-        parts.extensions.insert(BodyCounter(received));
-    }
+    // The answer keeps the holds; the request's copy lets the body reader count.
+    let holds = parts.extensions.get::<Holds>().cloned();
     let mut answer = match early {
         Some(answer) => {
             // A refusal before the body was read (a quota, a credential):
-            // the client may still be sending it.
-            tokio::spawn(async move {
-                let mut body = std::pin::pin!(body);
-                crate::front::drain_refused_body(&mut body).await;
-            });
+            // the client may still be sending it. A cache hit has none.
+            if !http_body::Body::is_end_stream(&body) {
+                tokio::spawn(async move {
+                    let mut body = std::pin::pin!(body);
+                    crate::front::drain_refused_body(&mut body).await;
+                });
+            }
             answer
         }
         None => dispatch(shared, Request::from_parts(parts, body)).await.unwrap_or_else(|e| render::error(&e, head)),
@@ -248,10 +248,10 @@ where
     if declared.is_some_and(|n| n > limit) {
         return Err(ApiError::RequestTooLarge { limit });
     }
-    let counter = req.extensions().get::<BodyCounter>().cloned();
+    let counter = req.extensions().get::<Holds>().and_then(|h| h.received.clone());
     let body: RequestBody = req.into_body().map_err(Into::into).boxed_unsync();
     let upload = shared.front.read_body(body, declared, limit).await?;
-    if let Some(BodyCounter(counter)) = counter {
+    if let Some(counter) = counter {
         counter.fetch_add(upload.bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
     }
     Ok(upload)
