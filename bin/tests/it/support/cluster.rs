@@ -5,8 +5,27 @@ use std::time::{Duration, Instant};
 
 use super::Node;
 
+/// A free port for a node to bind later, below the kernel's ephemeral
+/// range: a port from that range, once released, can become the local port
+/// of one of the many outbound connections the parallel tests open before
+/// the node binds it ("Address already in use" in a CI run). Never handed
+/// out twice in one test process.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+    static HANDED: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let range = if ephemeral_low > 12_000 { 10_000..ephemeral_low } else { 1024..ephemeral_low.max(1025) };
+    let mut handed = HANDED.lock().unwrap_or_else(|p| p.into_inner());
+    for _ in 0..10_000 {
+        let port = fastrand::u16(range.clone());
+        if !handed.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            handed.push(port);
+            return port;
+        }
+    }
+    panic!("no free port below the ephemeral range {ephemeral_low}");
 }
 
 /// Where Raft runs (spec/07, `server.cluster_listen`).
