@@ -17,7 +17,8 @@ use super::bootstrap;
 use super::disk_guard::{DiskGuard, available_bytes};
 use super::driver;
 use super::engine::{RaftEngine, RaftGroup};
-use super::grpc::{GrpcNetwork, Peers, RaftServer};
+use super::grpc_client::{GrpcNetwork, Peers};
+use super::grpc_server::RaftServer;
 use super::log_store::GroupLog;
 use super::network::NoPeers;
 use super::refusals::PeerRefusals;
@@ -131,6 +132,14 @@ fn raft_settings(raft: &RaftConfig) -> anyhow::Result<Arc<openraft::Config>> {
         snapshot_policy: SnapshotPolicy::LogsSinceLast(raft.snapshot_backstop_logs),
         // A single voter has no follower to keep log for: purge through the snapshot.
         max_in_snapshot_log_to_keep: 0,
+        // A voter whose WAL was wiped rejoins with an empty log; its leader
+        // replicates to it again instead of refusing (spec/35, "Rejoining a
+        // wiped node").
+        allow_log_reversion: Some(true),
+        // Neither the state machine nor the commit index is on disk when an
+        // apply returns: a leader restored without an election could serve
+        // reads from a stale state (openraft's `enable_leader_restore`).
+        enable_leader_restore: Some(false),
         // One install may copy a snapshot object through S3 (spec/07).
         install_snapshot_timeout: u64::try_from(raft.install_snapshot_timeout.as_millis()).unwrap_or(u64::MAX),
         ..Default::default()

@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::{BasicNode, Raft};
+use openraft::BasicNode;
 
-use super::grpc::Peers;
-use super::types::{NodeId, TypeConfig};
+use super::grpc_client::Peers;
+use super::types::{GroupRaft, NodeId};
 
 /// Between two surveys of the peers.
 const SURVEY_EVERY: Duration = Duration::from_millis(300);
@@ -56,7 +56,7 @@ async fn survey(peers: &Peers, members: &BTreeMap<NodeId, BasicNode>, me: NodeId
 
 /// Runs on the group's initializer until the group exists somewhere.
 pub async fn bootstrap(
-    raft: Raft<TypeConfig>,
+    raft: GroupRaft,
     group: u32,
     me: NodeId,
     members: BTreeMap<NodeId, BasicNode>,

@@ -5,7 +5,9 @@
 use std::collections::BTreeSet;
 
 use bytes::Bytes;
-use openraft::{BasicNode, CommittedLeaderId, EntryPayload, Membership};
+use openraft::vote::RaftLeaderId;
+use openraft::vote::leader_id_adv::CommittedLeaderId;
+use openraft::{BasicNode, EntryPayload, Membership};
 use serde::{Deserialize, Serialize};
 
 use super::types::{Entry, LogId, Proposal, StoredMembership, Vote};
@@ -77,7 +79,8 @@ impl From<MembershipRepr> for Membership<u64, BasicNode> {
         let configs: Vec<BTreeSet<u64>> = r.configs.into_iter().map(|c| c.into_iter().collect()).collect();
         let nodes: std::collections::BTreeMap<u64, BasicNode> =
             r.nodes.into_iter().map(|(id, addr)| (id, BasicNode { addr })).collect();
-        Membership::new(configs, nodes)
+        // A membership this build wrote: its configs name only its nodes.
+        Membership::new(configs, nodes).unwrap_or_default()
     }
 }
 
@@ -161,7 +164,7 @@ pub fn encode_snapshot_meta(meta: &super::types::SnapshotMeta) -> Result<Bytes, 
         last_log_id: meta.last_log_id.as_ref().map(LogIdRepr::from),
         membership_log_id: meta.last_membership.log_id().as_ref().map(LogIdRepr::from),
         membership: meta.last_membership.membership().into(),
-        snapshot_id: meta.snapshot_id.clone(),
+        snapshot_id: snapshot_id(meta.last_log_id.as_ref()),
     };
     encode("snapshot meta", &head)
 }
@@ -171,14 +174,17 @@ pub fn decode_snapshot_meta(bytes: &[u8]) -> Result<super::types::SnapshotMeta, 
     Ok(super::types::SnapshotMeta {
         last_log_id: head.last_log_id.map(LogId::from),
         last_membership: StoredMembership::new(head.membership_log_id.map(LogId::from), head.membership.into()),
-        snapshot_id: head.snapshot_id,
     })
+}
+
+/// A snapshot's name in its file and in logs: the log id it ends at.
+pub fn snapshot_id(last_log_id: Option<&LogId>) -> String {
+    last_log_id.map_or_else(|| "empty".to_string(), |l| format!("{}-{}", l.leader_id.term, l.index))
 }
 
 pub struct DecodedSnapshot {
     pub last_log_id: Option<LogId>,
     pub membership: StoredMembership,
-    pub snapshot_id: String,
     pub store: ursula_stream::StreamStore,
 }
 
@@ -210,7 +216,6 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<DecodedSnapshot, CodecError> {
     Ok(DecodedSnapshot {
         last_log_id: head.last_log_id.map(LogId::from),
         membership: StoredMembership::new(head.membership_log_id.map(LogId::from), head.membership.into()),
-        snapshot_id: head.snapshot_id,
         store,
     })
 }
@@ -232,7 +237,7 @@ mod tests {
         assert!(matches!(back.payload, EntryPayload::Normal(Proposal { now_ms: 42, .. })));
 
         let nodes: std::collections::BTreeMap<u64, BasicNode> = [(1, BasicNode { addr: "a".into() })].into();
-        let m = Membership::new(vec![[1u64].into()], nodes);
+        let m = Membership::new(vec![[1u64].into()], nodes).expect("a membership");
         let entry =
             Entry { log_id: LogId::new(CommittedLeaderId::new(1, 1), 1), payload: EntryPayload::Membership(m.clone()) };
         let back = decode_entry(&encode_entry(&entry).expect("encodes")).expect("decodes");
@@ -269,7 +274,6 @@ mod tests {
         first[0] = VERSION;
         let restored = decode_snapshot(&first).expect("format 1");
         assert_eq!(restored.store, store, "an empty store, its counters at zero");
-        assert_eq!(restored.snapshot_id, "s-1");
         let mut other_unit = current.to_vec();
         let n = other_unit.len();
         other_unit[n - 2..].copy_from_slice(&[0x80, 0x20]);

@@ -5,8 +5,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use openraft::Raft;
+use openraft::async_runtime::WatchReceiver;
 use openraft::error::{ClientWriteError, RaftError};
+use openraft::raft::ReadPolicy;
 use serde_json::{Map, Value, json};
 use ursula_stream::{Command, Outcome};
 use ursula_wal::Wal;
@@ -14,7 +15,7 @@ use ursula_wal::Wal;
 use super::disk_guard::DiskGuard;
 use super::log_store::GroupLog;
 use super::state_machine::GroupShared;
-use super::types::{Proposal, TypeConfig};
+use super::types::{GroupRaft, Proposal};
 use crate::clock::Clock;
 use crate::engine::group_state::GroupState;
 use crate::engine::{EngineError, GroupEngine, Leadership};
@@ -28,7 +29,7 @@ const COMMIT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 const BARRIER_APPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 pub struct RaftGroup {
-    pub raft: Raft<TypeConfig>,
+    pub raft: GroupRaft,
     pub shared: Arc<GroupShared>,
     pub log: GroupLog,
 }
@@ -44,7 +45,7 @@ pub struct RaftEngine {
     /// The time proposals are stamped with.
     pub(super) clock: Arc<dyn Clock>,
     /// The cluster plane's client side; `None` on a single node.
-    pub(super) peers: Option<Arc<super::grpc::Peers>>,
+    pub(super) peers: Option<Arc<super::grpc_client::Peers>>,
     /// Raft snapshots on S3; `None`: inline.
     pub(super) objects: Option<Arc<super::snapshot_store::SnapshotStore>>,
 }
@@ -60,7 +61,7 @@ impl RaftEngine {
 
     /// Every group knows a leader (this node or a peer).
     fn all_led(&self) -> bool {
-        self.groups.iter().all(|g| g.raft.metrics().borrow().current_leader.is_some())
+        self.groups.iter().all(|g| g.raft.metrics().borrow_watched().current_leader.is_some())
     }
 }
 
@@ -88,15 +89,17 @@ impl GroupEngine for RaftEngine {
         }
         // Checked right before proposing, so that `NoLeader` means nothing
         // was proposed (extensions §5.7).
-        if g.raft.metrics().borrow().current_leader != Some(self.node_id) {
+        if g.raft.metrics().borrow_watched().current_leader != Some(self.node_id) {
             return Err(EngineError::NoLeader(group));
         }
         let write = g.raft.client_write(Proposal { now_ms: self.clock.now_ms(), command });
         match tokio::time::timeout(COMMIT_WAIT, write).await {
             Ok(Ok(response)) => Ok(response.data),
+            // Refused before its entry was appended: nothing was proposed.
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => Err(EngineError::NoLeader(group)),
             // This node led a moment ago: the entry may be in the log, and a
             // new leader may still commit it.
-            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) | Err(_) => {
+            Ok(Err(RaftError::APIError(ClientWriteError::LogEntryDiscarded(_)))) | Err(_) => {
                 Err(EngineError::OutcomeUnknown(group))
             }
             Ok(Err(e)) => {
@@ -116,7 +119,7 @@ impl GroupEngine for RaftEngine {
             .iter()
             .enumerate()
             .map(|(i, g)| {
-                let m = g.raft.metrics().borrow().clone();
+                let m = g.raft.metrics().borrow_watched().clone();
                 json!({
                     "raft_group_id": i,
                     "current_leader": m.current_leader,
@@ -155,7 +158,7 @@ impl GroupEngine for RaftEngine {
     }
 
     async fn linearize(&self, group: GroupId) -> Result<(), EngineError> {
-        match self.group(group)?.raft.ensure_linearizable().await {
+        match self.group(group)?.raft.ensure_linearizable(ReadPolicy::ReadIndex).await {
             Ok(_) => Ok(()),
             Err(RaftError::APIError(_)) => Err(EngineError::NoLeader(group)),
             Err(e) => {
@@ -167,7 +170,7 @@ impl GroupEngine for RaftEngine {
 
     async fn confirm(&self, group: GroupId) -> Result<(), EngineError> {
         let g = self.group(group)?;
-        let leader = g.raft.metrics().borrow().current_leader;
+        let leader = g.raft.metrics().borrow_watched().current_leader;
         match (leader, &self.peers) {
             (Some(id), _) if id == self.node_id => self.linearize(group).await,
             (Some(id), Some(peers)) => {
@@ -189,7 +192,7 @@ impl GroupEngine for RaftEngine {
     fn leadership(&self, group: GroupId) -> Leadership {
         let Ok(g) = self.group(group) else { return Leadership::Unknown };
         let m = g.raft.metrics();
-        let m = m.borrow();
+        let m = m.borrow_watched();
         match m.current_leader {
             Some(id) if id == self.node_id => Leadership::Local { term: m.current_term },
             Some(id) => match self.client_urls.get(&id) {

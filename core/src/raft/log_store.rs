@@ -7,13 +7,15 @@ use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use std::io;
+
 use bytes::Bytes;
-use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
-use openraft::{AnyError, EntryPayload, ErrorSubject, ErrorVerb, RaftLogReader, StorageIOError};
+use openraft::storage::{IOFlushed, LogState, RaftLogStorage};
+use openraft::{EntryPayload, RaftLogReader};
 use ursula_wal::{RecoveredGroup, Wal, WalError};
 
 use super::codec;
-use super::types::{Entry, LogId, StorageError, TypeConfig, Vote};
+use super::types::{Entry, LogId, TypeConfig, Vote};
 
 /// WAL state slots of a group. Persisted: never renumber.
 pub const SLOT_VOTE: u8 = 1;
@@ -46,8 +48,9 @@ pub struct GroupLog {
     inner: Arc<Mutex<LogInner>>,
 }
 
-fn io_err(subject: ErrorSubject<u64>, verb: ErrorVerb, e: &(impl std::error::Error + 'static)) -> StorageError {
-    StorageIOError::new(subject, verb, AnyError::new(e)).into()
+/// A storage failure as openraft takes it: what was being done, and why.
+fn io_err(doing: impl std::fmt::Display, e: &impl std::fmt::Display) -> io::Error {
+    io::Error::other(format!("{doing}: {e}"))
 }
 
 /// Waits for a WAL completion on the async side.
@@ -66,7 +69,7 @@ impl GroupLog {
         wal: Wal,
         recovered: Option<&RecoveredGroup>,
         budget: usize,
-    ) -> Result<GroupLog, StorageError> {
+    ) -> Result<GroupLog, io::Error> {
         let mut inner = LogInner {
             cache: VecDeque::new(),
             cached_bytes: 0,
@@ -80,21 +83,19 @@ impl GroupLog {
         };
         if let Some(rec) = recovered {
             if let Some(raw) = rec.slots.get(&SLOT_VOTE) {
-                inner.vote =
-                    Some(codec::decode_vote(raw).map_err(|e| io_err(ErrorSubject::Vote, ErrorVerb::Read, &e))?);
+                inner.vote = Some(codec::decode_vote(raw).map_err(|e| io_err("reading the vote", &e))?);
             }
             if let Some((_, marker)) = &rec.purged {
-                inner.last_purged =
-                    Some(codec::decode_log_id(marker).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, &e))?);
+                inner.last_purged = Some(codec::decode_log_id(marker).map_err(|e| io_err("reading the log", &e))?);
             }
             inner.last_log_id = inner.last_purged;
             inner.start = next_index(inner.last_purged);
             if let Some((first, last)) = rec.entries {
                 let raw = wal
                     .read(group, last)
-                    .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, &e))?
-                    .ok_or_else(|| io_err(ErrorSubject::Logs, ErrorVerb::Read, &WalError::Closed))?;
-                let entry = codec::decode_entry(&raw).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, &e))?;
+                    .map_err(|e| io_err("reading the log", &e))?
+                    .ok_or_else(|| io_err("reading the log", &WalError::Closed))?;
+                let entry = codec::decode_entry(&raw).map_err(|e| io_err("reading the log", &e))?;
                 inner.last_log_id = Some(entry.log_id);
                 inner.start = first;
                 inner.durable = Some(last);
@@ -113,13 +114,14 @@ impl GroupLog {
     }
 
     /// Entry `index` from the journal, with its encoded size.
-    fn read_from_disk(&self, index: u64) -> Result<(Entry, usize), StorageError> {
-        let subject = || ErrorSubject::LogIndex(index);
-        let raw =
-            self.wal.read(self.group, index).map_err(|e| io_err(subject(), ErrorVerb::Read, &e))?.ok_or_else(|| {
-                io_err(subject(), ErrorVerb::Read, &std::io::Error::other("entry missing from the WAL"))
-            })?;
-        let entry = codec::decode_entry(&raw).map_err(|e| io_err(subject(), ErrorVerb::Read, &e))?;
+    fn read_from_disk(&self, index: u64) -> Result<(Entry, usize), io::Error> {
+        let doing = format!("reading log entry {index}");
+        let raw = self
+            .wal
+            .read(self.group, index)
+            .map_err(|e| io_err(&doing, &e))?
+            .ok_or_else(|| io_err(&doing, &"the entry is missing from the WAL"))?;
+        let entry = codec::decode_entry(&raw).map_err(|e| io_err(&doing, &e))?;
         Ok((entry, raw.len()))
     }
 
@@ -129,7 +131,7 @@ impl GroupLog {
         &mut self,
         entries: I,
         done: impl FnOnce(Result<(), WalError>) + Send + 'static,
-    ) -> Result<(), StorageError>
+    ) -> Result<(), io::Error>
     where
         I: IntoIterator<Item = Entry>,
     {
@@ -137,8 +139,8 @@ impl GroupLog {
         let mut sync = false;
         let mut inner = self.lock();
         for entry in entries {
-            let raw = codec::encode_entry(&entry)
-                .map_err(|e| io_err(ErrorSubject::Log(entry.log_id), ErrorVerb::Write, &e))?;
+            let raw =
+                codec::encode_entry(&entry).map_err(|e| io_err(format_args!("writing entry {}", entry.log_id), &e))?;
             // Membership batches are always fsynced (spec/07, raft.wal.fsync).
             sync |= matches!(entry.payload, EntryPayload::Membership(_));
             let index = entry.log_id.index;
@@ -207,7 +209,7 @@ impl GroupLog {
     /// The entries of `range` the log holds, in order, stopping before the
     /// one that would take their encoded size past `max_bytes` (the first
     /// entry always comes).
-    fn read_entries<RB: RangeBounds<u64>>(&self, range: RB, max_bytes: usize) -> Result<Vec<Entry>, StorageError> {
+    fn read_entries<RB: RangeBounds<u64>>(&self, range: RB, max_bytes: usize) -> Result<Vec<Entry>, io::Error> {
         let (from_disk, cached) = {
             let inner = self.lock();
             let first_live = inner.start;
@@ -275,19 +277,23 @@ impl RaftLogReader<TypeConfig> for GroupLog {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
         &mut self,
         range: RB,
-    ) -> Result<Vec<Entry>, StorageError> {
+    ) -> Result<Vec<Entry>, io::Error> {
         self.read_entries(range, usize::MAX)
     }
 
-    async fn limited_get_log_entries(&mut self, start: u64, end: u64) -> Result<Vec<Entry>, StorageError> {
+    async fn limited_get_log_entries(&mut self, start: u64, end: u64) -> Result<Vec<Entry>, io::Error> {
         self.read_entries(start..end, MAX_REPLICATION_BYTES)
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote>, io::Error> {
+        Ok(self.lock().vote)
     }
 }
 
 impl RaftLogStorage<TypeConfig> for GroupLog {
     type LogReader = GroupLog;
 
-    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, io::Error> {
         let inner = self.lock();
         Ok(LogState { last_purged_log_id: inner.last_purged, last_log_id: inner.last_log_id })
     }
@@ -296,52 +302,38 @@ impl RaftLogStorage<TypeConfig> for GroupLog {
         self.clone()
     }
 
-    async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
-        let raw = codec::encode_vote(vote).map_err(|e| io_err(ErrorSubject::Vote, ErrorVerb::Write, &e))?;
+    async fn save_vote(&mut self, vote: &Vote) -> Result<(), io::Error> {
+        let raw = codec::encode_vote(vote).map_err(|e| io_err("writing the vote", &e))?;
         // Votes are always fsynced (set_state), whatever raft.wal.fsync says.
         completion(|done| self.wal.set_state(self.group, SLOT_VOTE, raw, done))
             .await
-            .map_err(|e| io_err(ErrorSubject::Vote, ErrorVerb::Write, &e))?;
+            .map_err(|e| io_err("writing the vote", &e))?;
         self.lock().vote = Some(*vote);
         Ok(())
     }
 
-    async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
-        Ok(self.lock().vote)
-    }
-
-    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError>
+    async fn append<I>(&mut self, entries: I, callback: IOFlushed<TypeConfig>) -> Result<(), io::Error>
     where
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
-        self.append_then(entries, move |result| callback.log_io_completed(result.map_err(std::io::Error::other)))
+        self.append_then(entries, move |result| callback.io_completed(result.map_err(io::Error::other)))
     }
 
-    async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        let index = log_id.index;
-        let before = {
+    async fn truncate_after(&mut self, last: Option<LogId>) -> Result<(), io::Error> {
+        let index = next_index(last);
+        {
             let mut inner = self.lock();
             while inner.cache.back().is_some_and(|(e, _)| e.log_id.index >= index) {
                 if let Some((_, len)) = inner.cache.pop_back() {
                     inner.cached_bytes -= len;
                 }
             }
-            match inner.cache.back() {
-                Some((e, _)) => Some(Some(e.log_id)),
-                // Nothing of the log is left.
-                None if index <= inner.start => Some(inner.last_purged),
-                None => None,
+            if inner.last_log_id.is_none_or(|l| l.index < index) {
+                return Ok(());
             }
-        };
-        let before = match before {
-            Some(b) => b,
-            None => Some(self.read_from_disk(index - 1)?.0.log_id),
-        };
-        {
-            let mut inner = self.lock();
-            inner.last_log_id = before;
-            inner.start = inner.start.min(next_index(before));
+            inner.last_log_id = last.or(inner.last_purged);
+            inner.start = inner.start.min(index);
         }
         let shared = self.inner.clone();
         completion(|done| {
@@ -360,11 +352,11 @@ impl RaftLogStorage<TypeConfig> for GroupLog {
             )
         })
         .await
-        .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, &e))
+        .map_err(|e| io_err("deleting log entries", &e))
     }
 
-    async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        let marker = codec::encode_log_id(&log_id).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, &e))?;
+    async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
+        let marker = codec::encode_log_id(&log_id).map_err(|e| io_err("deleting log entries", &e))?;
         {
             let mut inner = self.lock();
             while inner.cache.front().is_some_and(|(e, _)| e.log_id.index <= log_id.index) {
@@ -381,7 +373,7 @@ impl RaftLogStorage<TypeConfig> for GroupLog {
         }
         completion(|done| self.wal.purge(self.group, log_id.index, marker, done))
             .await
-            .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, &e))
+            .map_err(|e| io_err("deleting log entries", &e))
     }
 }
 
@@ -400,8 +392,10 @@ fn evict(inner: &mut LogInner) {
 mod tests {
     use std::sync::mpsc;
 
+    use openraft::RaftLogReader;
     use openraft::entry::RaftEntry;
-    use openraft::{CommittedLeaderId, RaftLogReader};
+    use openraft::vote::RaftLeaderId;
+    use openraft::vote::leader_id_adv::CommittedLeaderId;
     use tokio::sync::oneshot;
     use ursula_wal::{Fsync, MIN_SEGMENT_SIZE, WalOptions};
 
@@ -443,7 +437,7 @@ mod tests {
         release
     }
 
-    async fn terms(log: &mut GroupLog, range: std::ops::Range<u64>) -> Result<Vec<u64>, StorageError> {
+    async fn terms(log: &mut GroupLog, range: std::ops::Range<u64>) -> Result<Vec<u64>, io::Error> {
         Ok(log.try_get_log_entries(range).await?.iter().map(|e| e.log_id.leader_id.term).collect())
     }
 
@@ -454,7 +448,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let (wal, mut log) = open(dir.path());
         append(&mut log, (1..=3).map(|i| entry(1, i)).collect()).await.expect("the writer").expect("the write");
-        log.truncate(entry(1, 2).log_id).await.expect("the truncate");
+        log.truncate_after(Some(entry(1, 1).log_id)).await.expect("the truncate");
 
         let release = hold_writer(&wal);
         let written = append(&mut log, (2..=3).map(|i| entry(2, i)).collect());
@@ -489,7 +483,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let (wal, mut log) = open(dir.path());
         let size = codec::encode_entry(&entry(1, 1)).expect("an entry").len();
-        let count = |r: Result<Vec<Entry>, StorageError>| r.expect("a read").len();
+        let count = |r: Result<Vec<Entry>, io::Error>| r.expect("a read").len();
 
         let release = hold_writer(&wal);
         let written = append(&mut log, (1..=10).map(|i| entry(1, i)).collect());

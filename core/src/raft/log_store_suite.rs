@@ -5,14 +5,16 @@
 
 use std::path::Path;
 
-use openraft::testing::{StoreBuilder, Suite};
-use openraft::{AnyError, ErrorSubject, ErrorVerb, StorageIOError};
+use openraft::testing::log::{StoreBuilder, Suite};
+use openraft::{ErrorSubject, ErrorVerb};
 use tempfile::TempDir;
 
 use super::boot::{generate_cluster_id, open_group, open_wal, snapshot_dir};
 use super::log_store::GroupLog;
 use super::state_machine::GroupMachine;
-use super::types::{Entry, LogId, StorageError, TypeConfig};
+use super::types::{Entry, LogId, TypeConfig};
+
+type StorageError = openraft::StorageError<TypeConfig>;
 use crate::config::{FsyncSetting, WalConfig};
 
 /// Builds one group's store on a fresh WAL; the guard is the WAL's
@@ -38,7 +40,7 @@ impl Builder {
 }
 
 fn setup_err(e: &anyhow::Error) -> StorageError {
-    StorageIOError::new(ErrorSubject::Store, ErrorVerb::Read, AnyError::error(format!("{e:#}"))).into()
+    StorageError::from_io_error(ErrorSubject::Store, ErrorVerb::Read, std::io::Error::other(format!("{e:#}")))
 }
 
 impl StoreBuilder<TypeConfig, GroupLog, GroupMachine, TempDir> for Builder {
@@ -57,10 +59,8 @@ impl StoreBuilder<TypeConfig, GroupLog, GroupMachine, TempDir> for Builder {
     }
 }
 
-/// `Suite::test_all` runs each case on its own runtime: a plain test, not a
-/// tokio one.
-fn run(builder: Builder) {
-    Suite::<TypeConfig, GroupLog, GroupMachine, Builder, TempDir>::test_all(builder).expect("the storage suite");
+async fn run(builder: Builder) {
+    Suite::<TypeConfig, GroupLog, GroupMachine, Builder, TempDir>::test_all(builder).await.expect("the storage suite");
 }
 
 /// A log need not begin right after its purge point (openraft's suite
@@ -68,9 +68,11 @@ fn run(builder: Builder) {
 /// it still begins where the WAL's entries do.
 #[tokio::test]
 async fn a_log_beginning_past_its_purge_point_recovers() {
+    use openraft::RaftLogReader;
     use openraft::entry::RaftEntry;
     use openraft::storage::RaftLogStorage;
-    use openraft::{CommittedLeaderId, RaftLogReader};
+    use openraft::vote::RaftLeaderId;
+    use openraft::vote::leader_id_adv::CommittedLeaderId;
 
     let builder = Builder { cache_budget: 0, segment_size: ursula_wal::MIN_SEGMENT_SIZE };
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -93,21 +95,21 @@ async fn a_log_beginning_past_its_purge_point_recovers() {
     assert_eq!(read, [1, 2, 3]);
     let state = log.get_log_state().await.expect("the log state");
     assert_eq!((state.last_purged_log_id, state.last_log_id), (None, Some(log_id(3))));
-    log.truncate(log_id(1)).await.expect("truncating the whole log");
+    log.truncate_after(None).await.expect("truncating the whole log");
     assert_eq!(log.get_log_state().await.expect("the log state").last_log_id, None);
     assert!(log.try_get_log_entries(0..10).await.expect("a read").is_empty());
 }
 
 /// The node's defaults: 64 MiB segments, a 256 MiB cache over 16 groups, so
 /// every entry the suite writes stays cached.
-#[test]
-fn suite_with_the_default_cache() {
-    run(Builder { cache_budget: 16 << 20, segment_size: 64 << 20 });
+#[tokio::test]
+async fn suite_with_the_default_cache() {
+    run(Builder { cache_budget: 16 << 20, segment_size: 64 << 20 }).await;
 }
 
 /// No cache to speak of and the smallest segments: entries are read back
 /// from disk once written, and segments rotate and are reclaimed.
-#[test]
-fn suite_reading_from_disk() {
-    run(Builder { cache_budget: 0, segment_size: ursula_wal::MIN_SEGMENT_SIZE });
+#[tokio::test]
+async fn suite_reading_from_disk() {
+    run(Builder { cache_budget: 0, segment_size: ursula_wal::MIN_SEGMENT_SIZE }).await;
 }

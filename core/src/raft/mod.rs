@@ -10,7 +10,8 @@
 //! - `snapshot_store`: Raft snapshots as S3 objects each node owns.
 //! - `network`: the (empty) network of a node without peers.
 //! - `batcher`: AppendEntries of many groups to one peer in one call.
-//! - `grpc`: Raft between voters over `RaftService`, client and server.
+//! - `grpc_client`: Raft to peers over `RaftService` (openraft's network).
+//! - `grpc_server`: `RaftService`, handing each request to its group.
 //! - `refusals`: peers of another cluster, counted and logged once.
 //! - `peer_error`: why a call to a peer produced no answer, typed.
 //! - `pb`: openraft's RPC types to and from the protobuf messages.
@@ -20,10 +21,6 @@
 //! - `bootstrap`: the per-group membership initializer.
 //! - `boot`: opening the WAL and starting the groups; clean shutdown.
 
-// openraft's traits return its `StorageError`, a large type; our helpers
-// return the same so `?` carries it through.
-#![allow(clippy::result_large_err)]
-
 mod batcher;
 mod boot;
 mod bootstrap;
@@ -31,7 +28,8 @@ mod codec;
 mod disk_guard;
 mod driver;
 mod engine;
-mod grpc;
+mod grpc_client;
+mod grpc_server;
 mod log_store;
 #[cfg(test)]
 mod log_store_suite;

@@ -1,25 +1,20 @@
 //! The Raft network of a node without peers. A single-voter group never
 //! sends an RPC; should openraft try (a membership naming another node),
 //! the peer is reported unreachable. A cluster uses the gRPC transport of
-//! `grpc` instead.
+//! `grpc_client` instead.
 
 use openraft::BasicNode;
-use openraft::error::{InstallSnapshotError, RPCError, RaftError, Unreachable};
-use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
-use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
-    VoteResponse,
-};
+use openraft::error::{RPCError, ReplicationClosed, StreamingError, Unreachable};
+use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse};
 
-use super::types::{NodeId, TypeConfig};
+use super::types::{NodeId, Snapshot, SnapshotData, TypeConfig, Vote};
 
 #[derive(Clone, Copy, Default)]
 pub struct NoPeers;
 
-type Rpc<T, E = openraft::error::Infallible> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
-
-fn unreachable<E: std::error::Error>() -> RPCError<NodeId, BasicNode, E> {
-    RPCError::Unreachable(Unreachable::new(&std::io::Error::other("this node has no Raft peers")))
+fn unreachable() -> Unreachable<TypeConfig> {
+    Unreachable::new(&std::io::Error::other("this node has no Raft peers"))
 }
 
 impl RaftNetworkFactory<TypeConfig> for NoPeers {
@@ -30,24 +25,32 @@ impl RaftNetworkFactory<TypeConfig> for NoPeers {
     }
 }
 
-impl RaftNetwork<TypeConfig> for NoPeers {
+impl RaftNetworkV2<TypeConfig> for NoPeers {
+    type SnapshotData = SnapshotData;
+
     async fn append_entries(
         &mut self,
         _rpc: AppendEntriesRequest<TypeConfig>,
         _option: RPCOption,
-    ) -> Rpc<AppendEntriesResponse<NodeId>> {
-        Err(unreachable())
+    ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
+        Err(RPCError::Unreachable(unreachable()))
     }
 
-    async fn install_snapshot(
+    async fn vote(
         &mut self,
-        _rpc: InstallSnapshotRequest<TypeConfig>,
+        _rpc: VoteRequest<TypeConfig>,
         _option: RPCOption,
-    ) -> Rpc<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
-        Err(unreachable())
+    ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
+        Err(RPCError::Unreachable(unreachable()))
     }
 
-    async fn vote(&mut self, _rpc: VoteRequest<NodeId>, _option: RPCOption) -> Rpc<VoteResponse<NodeId>> {
-        Err(unreachable())
+    async fn full_snapshot(
+        &mut self,
+        _vote: Vote,
+        _snapshot: Snapshot,
+        _cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
+        _option: RPCOption,
+    ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        Err(StreamingError::Unreachable(unreachable()))
     }
 }

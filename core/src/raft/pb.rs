@@ -2,11 +2,12 @@
 //! of `proto/ursula/raft/v1/raft.proto`. Entries and snapshot meta travel in
 //! the journal's encoding (`codec`), so a replica stores what it received.
 
-use openraft::CommittedLeaderId;
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
-    VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderError, TransferLeaderRequest,
+    TransferLeaderResponse, VoteRequest, VoteResponse,
 };
+use openraft::vote::RaftLeaderId;
+use openraft::vote::leader_id_adv::CommittedLeaderId;
 use ursula_proto::raft::v1 as pb;
 
 use super::codec::{self, CodecError};
@@ -51,7 +52,7 @@ pub fn append_request_from(req: pb::AppendEntriesRequest) -> Result<AppendEntrie
     })
 }
 
-pub fn append_reply_to(r: &AppendEntriesResponse<NodeId>) -> pb::AppendEntriesReply {
+pub fn append_reply_to(r: &AppendEntriesResponse<TypeConfig>) -> pb::AppendEntriesReply {
     use pb::append_entries_reply::Result as R;
     let result = match r {
         AppendEntriesResponse::Success => R::Success(pb::Success {}),
@@ -65,7 +66,7 @@ pub fn append_reply_to(r: &AppendEntriesResponse<NodeId>) -> pb::AppendEntriesRe
 }
 
 /// The reply, or the refusal that came instead.
-pub fn append_reply_from(r: pb::AppendEntriesReply) -> Result<AppendEntriesResponse<NodeId>, pb::Refusal> {
+pub fn append_reply_from(r: pb::AppendEntriesReply) -> Result<AppendEntriesResponse<TypeConfig>, pb::Refusal> {
     use pb::append_entries_reply::Result as R;
     match r.result {
         Some(R::Success(_)) => Ok(AppendEntriesResponse::Success),
@@ -77,19 +78,27 @@ pub fn append_reply_from(r: pb::AppendEntriesReply) -> Result<AppendEntriesRespo
     }
 }
 
-pub fn vote_request_to(preamble: pb::Preamble, rpc: &VoteRequest<NodeId>) -> pb::VoteRequest {
+pub fn vote_request_to(preamble: pb::Preamble, rpc: &VoteRequest<TypeConfig>, pre_vote: bool) -> pb::VoteRequest {
     pb::VoteRequest {
         preamble: Some(preamble),
         vote: Some(vote_to(&rpc.vote)),
         last_log_id: rpc.last_log_id.as_ref().map(log_id_to),
+        leadership_transfer: rpc.leadership_transfer,
+        pre_vote,
     }
 }
 
-pub fn vote_request_from(req: pb::VoteRequest) -> Result<VoteRequest<NodeId>, CodecError> {
-    Ok(VoteRequest { vote: vote_from(req.vote)?, last_log_id: req.last_log_id.map(log_id_from) })
+/// The request, and whether it is a pre-vote.
+pub fn vote_request_from(req: pb::VoteRequest) -> Result<(VoteRequest<TypeConfig>, bool), CodecError> {
+    let rpc = VoteRequest {
+        vote: vote_from(req.vote)?,
+        last_log_id: req.last_log_id.map(log_id_from),
+        leadership_transfer: req.leadership_transfer,
+    };
+    Ok((rpc, req.pre_vote))
 }
 
-pub fn vote_reply_to(r: &VoteResponse<NodeId>) -> pb::VoteReply {
+pub fn vote_reply_to(r: &VoteResponse<TypeConfig>) -> pb::VoteReply {
     pb::VoteReply {
         result: Some(pb::vote_reply::Result::Granted(pb::Granted {
             vote: Some(vote_to(&r.vote)),
@@ -99,7 +108,7 @@ pub fn vote_reply_to(r: &VoteResponse<NodeId>) -> pb::VoteReply {
     }
 }
 
-pub fn vote_reply_from(r: pb::VoteReply) -> Result<VoteResponse<NodeId>, pb::Refusal> {
+pub fn vote_reply_from(r: pb::VoteReply) -> Result<VoteResponse<TypeConfig>, pb::Refusal> {
     match r.result {
         Some(pb::vote_reply::Result::Granted(g)) => Ok(VoteResponse {
             vote: vote_from(g.vote).map_err(malformed)?,
@@ -111,24 +120,36 @@ pub fn vote_reply_from(r: pb::VoteReply) -> Result<VoteResponse<NodeId>, pb::Ref
     }
 }
 
-pub fn snapshot_request_to(
+/// One chunk of a snapshot: `data` from `offset`, the last when `done`.
+pub fn snapshot_chunk_to(
     preamble: pb::Preamble,
-    rpc: &InstallSnapshotRequest<TypeConfig>,
+    vote: &Vote,
+    meta: &super::types::SnapshotMeta,
+    offset: u64,
+    data: Vec<u8>,
+    done: bool,
 ) -> Result<pb::InstallSnapshotRequest, CodecError> {
     Ok(pb::InstallSnapshotRequest {
         preamble: Some(preamble),
-        vote: Some(vote_to(&rpc.vote)),
-        meta: codec::encode_snapshot_meta(&rpc.meta)?.to_vec(),
-        offset: rpc.offset,
-        data: rpc.data.clone(),
-        done: rpc.done,
+        vote: Some(vote_to(vote)),
+        meta: codec::encode_snapshot_meta(meta)?.to_vec(),
+        offset,
+        data,
+        done,
     })
 }
 
-pub fn snapshot_request_from(
-    req: pb::InstallSnapshotRequest,
-) -> Result<InstallSnapshotRequest<TypeConfig>, CodecError> {
-    Ok(InstallSnapshotRequest {
+/// A received chunk: the sender's vote, the snapshot's meta, and the chunk.
+pub struct SnapshotChunk {
+    pub vote: Vote,
+    pub meta: super::types::SnapshotMeta,
+    pub offset: u64,
+    pub data: Vec<u8>,
+    pub done: bool,
+}
+
+pub fn snapshot_chunk_from(req: pb::InstallSnapshotRequest) -> Result<SnapshotChunk, CodecError> {
+    Ok(SnapshotChunk {
         vote: vote_from(req.vote)?,
         meta: codec::decode_snapshot_meta(&req.meta)?,
         offset: req.offset,
@@ -137,17 +158,78 @@ pub fn snapshot_request_from(
     })
 }
 
-pub fn snapshot_reply_to(r: &InstallSnapshotResponse<NodeId>) -> pb::InstallSnapshotReply {
-    pb::InstallSnapshotReply { result: Some(pb::install_snapshot_reply::Result::Vote(vote_to(&r.vote))) }
+pub fn snapshot_reply_to(vote: &Vote) -> pb::InstallSnapshotReply {
+    pb::InstallSnapshotReply { result: Some(pb::install_snapshot_reply::Result::Vote(vote_to(vote))) }
 }
 
-pub fn snapshot_reply_from(r: pb::InstallSnapshotReply) -> Result<InstallSnapshotResponse<NodeId>, pb::Refusal> {
+pub fn snapshot_reply_from(r: pb::InstallSnapshotReply) -> Result<SnapshotResponse<TypeConfig>, pb::Refusal> {
     match r.result {
         Some(pb::install_snapshot_reply::Result::Vote(v)) => {
-            Ok(InstallSnapshotResponse { vote: vote_from(Some(v)).map_err(malformed)? })
+            Ok(SnapshotResponse { vote: vote_from(Some(v)).map_err(malformed)? })
         }
         Some(pb::install_snapshot_reply::Result::Refusal(r)) => Err(r),
         None => Err(malformed(CodecError { what: "snapshot reply", reason: "empty".into() })),
+    }
+}
+
+pub fn transfer_request_to(
+    preamble: pb::Preamble,
+    req: &TransferLeaderRequest<TypeConfig>,
+) -> pb::TransferLeaderRequest {
+    pb::TransferLeaderRequest {
+        preamble: Some(preamble),
+        from_leader: Some(vote_to(req.from_leader())),
+        to_node_id: *req.to_node_id(),
+        last_log_id: req.last_log_id().map(log_id_to),
+    }
+}
+
+pub fn transfer_request_from(req: pb::TransferLeaderRequest) -> Result<TransferLeaderRequest<TypeConfig>, CodecError> {
+    Ok(TransferLeaderRequest::new(vote_from(req.from_leader)?, req.to_node_id, req.last_log_id.map(log_id_from)))
+}
+
+pub fn transfer_reply_to(r: &TransferLeaderResponse<TypeConfig>) -> pb::TransferLeaderReply {
+    use pb::transfer_leader_reply::Result as R;
+    use pb::transfer_rejected::Why;
+    let result = match r {
+        Ok(()) => R::Accepted(pb::Success {}),
+        Err(TransferLeaderError::VoteChanged { expected, actual }) => R::Rejected(pb::TransferRejected {
+            why: Some(Why::VoteChanged(pb::VoteChanged {
+                expected: Some(vote_to(expected)),
+                actual: Some(vote_to(actual)),
+            })),
+        }),
+        Err(TransferLeaderError::LogNotFlushed { expected, actual }) => R::Rejected(pb::TransferRejected {
+            why: Some(Why::LogNotFlushed(pb::LogNotFlushed {
+                expected: expected.as_ref().map(log_id_to),
+                actual: actual.as_ref().map(log_id_to),
+            })),
+        }),
+    };
+    pb::TransferLeaderReply { result: Some(result) }
+}
+
+pub fn transfer_reply_from(r: pb::TransferLeaderReply) -> Result<TransferLeaderResponse<TypeConfig>, pb::Refusal> {
+    use pb::transfer_leader_reply::Result as R;
+    use pb::transfer_rejected::Why;
+    let empty = |what| malformed(CodecError { what, reason: "empty".into() });
+    match r.result {
+        Some(R::Accepted(_)) => Ok(Ok(())),
+        Some(R::Rejected(pb::TransferRejected { why: Some(Why::VoteChanged(v)) })) => {
+            Ok(Err(TransferLeaderError::VoteChanged {
+                expected: vote_from(v.expected).map_err(malformed)?,
+                actual: vote_from(v.actual).map_err(malformed)?,
+            }))
+        }
+        Some(R::Rejected(pb::TransferRejected { why: Some(Why::LogNotFlushed(l)) })) => {
+            Ok(Err(TransferLeaderError::LogNotFlushed {
+                expected: l.expected.map(log_id_from),
+                actual: l.actual.map(log_id_from),
+            }))
+        }
+        Some(R::Rejected(_)) => Err(empty("transfer rejection")),
+        Some(R::Refusal(r)) => Err(r),
+        None => Err(empty("transfer reply")),
     }
 }
 

@@ -2,21 +2,22 @@
 //! `RaftStateMachine`. The applied state is shared with the engine, which
 //! queries it and waits on it directly; snapshots are the whole store.
 
-use std::io::Cursor;
+use std::io::{self, Cursor};
 
 use bytes::Bytes;
+use futures_util::{FutureExt, StreamExt};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use openraft::storage::{RaftStateMachine, Snapshot};
-use openraft::{AnyError, EntryPayload, ErrorSubject, ErrorVerb, RaftSnapshotBuilder, StorageIOError};
+use openraft::storage::{EntryResponder, RaftStateMachine};
+use openraft::{EntryPayload, RaftSnapshotBuilder};
 use ursula_stream::{ApplyCtx, Outcome, StreamStore};
 
 use super::codec;
 use super::snapshot_file;
 use super::snapshot_store::{ObjectRef, SnapshotStore, SnapshotStoreError, Stored};
-use super::types::{Entry, LogId, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
+use super::types::{LogId, Snapshot, SnapshotData, SnapshotMeta, StoredMembership, TypeConfig};
 use crate::engine::group_state::{self, GroupState};
 
 /// What a group's readers and its state machine share.
@@ -61,8 +62,19 @@ pub struct GroupMachine {
 /// Attempts to fetch a group's snapshot object at startup before the open fails.
 const RESTORE_ATTEMPTS: u32 = 5;
 
-fn sm_err(verb: ErrorVerb, e: &(impl std::error::Error + 'static)) -> StorageError {
-    StorageIOError::new(ErrorSubject::StateMachine, verb, AnyError::new(e)).into()
+/// Which way a state machine failure went, for its message.
+#[derive(Clone, Copy)]
+enum ErrorVerb {
+    Read,
+    Write,
+}
+
+fn sm_err(verb: ErrorVerb, e: &impl std::fmt::Display) -> io::Error {
+    let doing = match verb {
+        ErrorVerb::Read => "reading",
+        ErrorVerb::Write => "writing",
+    };
+    io::Error::other(format!("{doing} the group's state: {e}"))
 }
 
 impl GroupMachine {
@@ -74,7 +86,7 @@ impl GroupMachine {
         snapshot_dir: PathBuf,
         history_id: u64,
         objects: Option<Arc<SnapshotStore>>,
-    ) -> Result<GroupMachine, StorageError> {
+    ) -> Result<GroupMachine, io::Error> {
         let read = |e: &dyn std::error::Error| sm_err(ErrorVerb::Read, &std::io::Error::other(e.to_string()));
         let raw = snapshot_file::read(&snapshot_dir, group).map_err(|e| sm_err(ErrorVerb::Read, &e))?;
         let body = match raw.map(Stored::decode).transpose().map_err(|e| read(&e))? {
@@ -115,11 +127,7 @@ impl GroupMachine {
             Some(body) => {
                 let snap = codec::decode_snapshot(&body).map_err(|e| sm_err(ErrorVerb::Read, &e))?;
                 let applied = Applied { last: snap.last_log_id, membership: snap.membership };
-                let meta = SnapshotMeta {
-                    last_log_id: applied.last,
-                    last_membership: applied.membership.clone(),
-                    snapshot_id: snap.snapshot_id,
-                };
+                let meta = SnapshotMeta { last_log_id: applied.last, last_membership: applied.membership.clone() };
                 (snap.store, applied, body.len() as u64, Some(meta))
             }
         };
@@ -148,7 +156,7 @@ impl GroupMachine {
     }
 
     /// Writes the group's snapshot file, then drops what it replaced.
-    async fn keep(&self, stored: &Stored, meta: &SnapshotMeta, size: u64) -> Result<(), StorageError> {
+    async fn keep(&self, stored: &Stored, meta: &SnapshotMeta, size: u64) -> Result<(), io::Error> {
         let (dir, group, raw) = (self.snapshot_dir.clone(), self.group, stored.encode());
         tokio::task::spawn_blocking(move || snapshot_file::write(&dir, group, &raw))
             .await
@@ -175,77 +183,91 @@ impl GroupMachine {
     }
 
     fn meta(applied: &Applied) -> SnapshotMeta {
-        let id = applied.last.map_or_else(|| "empty".to_string(), |l| format!("{}-{}", l.leader_id.term, l.index));
-        SnapshotMeta { last_log_id: applied.last, last_membership: applied.membership.clone(), snapshot_id: id }
+        SnapshotMeta { last_log_id: applied.last, last_membership: applied.membership.clone() }
     }
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for GroupMachine {
-    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
+    type SnapshotData = SnapshotData;
+
+    async fn build_snapshot(&mut self) -> Result<Snapshot, io::Error> {
         // Encoded under the lock, so the store and its log position agree;
         // the group's writes wait for the encoding, not for the disk.
         let (meta, body) = {
             let state = group_state::lock(&self.shared.state);
             let applied = self.shared.applied().clone();
             let meta = Self::meta(&applied);
-            let body =
-                codec::encode_snapshot(applied.last.as_ref(), &applied.membership, &meta.snapshot_id, &state.store)
-                    .map_err(|e| sm_err(ErrorVerb::Write, &e))?;
+            let body = codec::encode_snapshot(
+                applied.last.as_ref(),
+                &applied.membership,
+                &codec::snapshot_id(applied.last.as_ref()),
+                &state.store,
+            )
+            .map_err(|e| sm_err(ErrorVerb::Write, &e))?;
             (meta, body)
         };
         let stored = self.store_body(meta.last_log_id.map_or(0, |l| l.index), &body).await;
         self.keep(&stored, &meta, body.len() as u64).await?;
-        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(stored.encode())) })
+        Ok(Snapshot { meta, snapshot: Cursor::new(stored.encode()) })
     }
 }
 
 impl RaftStateMachine<TypeConfig> for GroupMachine {
+    type SnapshotData = SnapshotData;
     type SnapshotBuilder = GroupMachine;
 
-    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), StorageError> {
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), io::Error> {
         let applied = self.shared.applied().clone();
         Ok((applied.last, applied.membership))
     }
 
-    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Outcome>, StorageError>
+    async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
     where
-        I: IntoIterator<Item = Entry> + Send,
-        I::IntoIter: Send,
+        Strm:
+            futures_util::Stream<Item = Result<EntryResponder<TypeConfig>, io::Error>> + Unpin + openraft::OptionalSend,
     {
-        let mut state = group_state::lock(&self.shared.state);
-        let mut applied = self.shared.applied();
-        let mut out = Vec::new();
-        for entry in entries {
-            applied.last = Some(entry.log_id);
-            // Blank and membership entries answer no client; `Renew` stands in.
-            out.push(match entry.payload {
-                EntryPayload::Normal(p) => {
-                    state.apply(p.command, ApplyCtx { now_ms: p.now_ms, log_index: entry.log_id.index })
+        // What openraft has ready comes at once: applied under one lock,
+        // answered after it is released.
+        let mut answers = Vec::new();
+        while let Some(first) = entries.next().await {
+            let mut batch = vec![first?];
+            while let Some(Some(more)) = entries.next().now_or_never() {
+                batch.push(more?);
+            }
+            {
+                let mut state = group_state::lock(&self.shared.state);
+                let mut applied = self.shared.applied();
+                for (entry, responder) in batch {
+                    applied.last = Some(entry.log_id);
+                    // Blank and membership entries answer no client; `Renew` stands in.
+                    let outcome = match entry.payload {
+                        EntryPayload::Normal(p) => {
+                            state.apply(p.command, ApplyCtx { now_ms: p.now_ms, log_index: entry.log_id.index })
+                        }
+                        EntryPayload::Blank => Outcome::Renew,
+                        EntryPayload::Membership(m) => {
+                            applied.membership = StoredMembership::new(Some(entry.log_id), m);
+                            Outcome::Renew
+                        }
+                    };
+                    if let Some(r) = responder {
+                        answers.push((r, outcome));
+                    }
                 }
-                EntryPayload::Blank => Outcome::Renew,
-                EntryPayload::Membership(m) => {
-                    applied.membership = StoredMembership::new(Some(entry.log_id), m);
-                    Outcome::Renew
-                }
-            });
+                self.shared.applied_index.store(applied.last.map_or(0, |l| l.index), Ordering::Relaxed);
+            }
+            for (responder, outcome) in answers.drain(..) {
+                responder.send(outcome);
+            }
         }
-        self.shared.applied_index.store(applied.last.map_or(0, |l| l.index), Ordering::Relaxed);
-        Ok(out)
+        Ok(())
     }
 
     async fn get_snapshot_builder(&mut self) -> GroupMachine {
         self.clone()
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
-        Ok(Box::new(Cursor::new(Vec::new())))
-    }
-
-    async fn install_snapshot(
-        &mut self,
-        meta: &SnapshotMeta,
-        snapshot: Box<Cursor<Vec<u8>>>,
-    ) -> Result<(), StorageError> {
+    async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: SnapshotData) -> Result<(), io::Error> {
         let io = |e: SnapshotStoreError| sm_err(ErrorVerb::Read, &std::io::Error::other(e.to_string()));
         let index = meta.last_log_id.map_or(0, |l| l.index);
         // The cluster plane copied a peer's object already (`grpc`); this
@@ -273,7 +295,7 @@ impl RaftStateMachine<TypeConfig> for GroupMachine {
         Ok(())
     }
 
-    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
         let Some(meta) = self.shared.current().clone() else { return Ok(None) };
         let (dir, group) = (self.snapshot_dir.clone(), self.group);
         let raw = tokio::task::spawn_blocking(move || snapshot_file::read(&dir, group))
@@ -285,6 +307,6 @@ impl RaftStateMachine<TypeConfig> for GroupMachine {
         if let (Some(store), Some(Ok(r))) = (&self.objects, ObjectRef::parse(&raw)) {
             store.sending(group, &r.key);
         }
-        Ok(Some(Snapshot { meta, snapshot: Box::new(Cursor::new(raw)) }))
+        Ok(Some(Snapshot { meta, snapshot: Cursor::new(raw) }))
     }
 }

@@ -1,32 +1,30 @@
-//! Raft between voters over the private `RaftService` (tonic): the client
-//! side as openraft's network, one lazily connected channel per peer shared
-//! by every group, and the server side that hands each request to its
-//! group. Every request carries the sender's cluster id; a node refuses a
-//! peer of another cluster before it decodes the Raft payload.
+//! Raft between voters over the private `RaftService` (tonic), the client
+//! side: openraft's network, one lazily connected channel per peer shared
+//! by every group. Every request carries the sender's cluster id; a peer
+//! of another cluster refuses it before it decodes the Raft payload.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
-use openraft::error::{InstallSnapshotError, RPCError, RaftError, Unreachable};
-use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::BasicNode;
+use openraft::error::{RPCError, ReplicationClosed, StreamingError, Unreachable};
+use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
-    VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest, TransferLeaderResponse,
+    VoteRequest, VoteResponse,
 };
-use openraft::{BasicNode, Raft};
 use tonic::transport::{Channel, Endpoint};
-use tonic::{Request, Response, Status};
+use tonic::{Response, Status};
 use ursula_proto::raft::v1 as pb;
 use ursula_proto::raft::v1::raft_service_client::RaftServiceClient;
-use ursula_proto::raft::v1::raft_service_server::{RaftService, RaftServiceServer};
 
 use super::batcher::{BatchStats, Batcher};
 use super::pb as conv;
 use super::peer_error::PeerError;
 use super::refusals::{Direction, PeerRefusals};
-use super::snapshot_store::{ObjectRef, SnapshotStore, Stored};
-use super::types::{NodeId, TypeConfig};
+use super::types::{LogId, NodeId, Snapshot, SnapshotData, TypeConfig, Vote};
+
+use pb::refusal::Kind;
 
 /// The entries of one AppendEntries call, in bytes (one entry always goes,
 /// whatever its size: the largest is a 32 MiB append, under the message
@@ -41,7 +39,7 @@ fn bound_append(
     req: &mut pb::AppendEntriesRequest,
     rpc: &AppendEntriesRequest<TypeConfig>,
     max_bytes: usize,
-) -> Option<openraft::LogId<NodeId>> {
+) -> Option<LogId> {
     let mut total = 0usize;
     let keep = req
         .entries
@@ -68,9 +66,12 @@ const BARRIER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long a bootstrap probe waits for a peer.
 const PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
-type Rpc<T, E = openraft::error::Infallible> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
+/// Bytes of snapshot in one `InstallSnapshot` call.
+const SNAPSHOT_CHUNK_BYTES: usize = 4 * 1024 * 1024;
 
-fn unreachable<E: std::error::Error>(why: impl Into<PeerError>) -> RPCError<NodeId, BasicNode, E> {
+type Rpc<T> = Result<T, RPCError<TypeConfig>>;
+
+fn unreachable(why: impl Into<PeerError>) -> RPCError<TypeConfig> {
     RPCError::Unreachable(Unreachable::new(&why.into()))
 }
 
@@ -250,7 +251,7 @@ where
 impl GrpcPeer {
     /// A peer's refusal, counted when it names another cluster; openraft
     /// treats the peer as unreachable and backs off.
-    fn refused<E: std::error::Error>(&self, r: pb::Refusal) -> RPCError<NodeId, BasicNode, E> {
+    fn refused(&self, r: pb::Refusal) -> RPCError<TypeConfig> {
         if r.kind() == Kind::ClusterMismatch {
             self.peers.refusals.record(Direction::RefusedBy, r.node_id, &r.cluster_id, &self.url, true);
         }
@@ -258,12 +259,14 @@ impl GrpcPeer {
     }
 }
 
-impl RaftNetwork<TypeConfig> for GrpcPeer {
+impl RaftNetworkV2<TypeConfig> for GrpcPeer {
+    type SnapshotData = SnapshotData;
+
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
-    ) -> Rpc<AppendEntriesResponse<NodeId>> {
+    ) -> Rpc<AppendEntriesResponse<TypeConfig>> {
         let mut req = conv::append_request_to(self.peers.preamble(self.group), &rpc).map_err(unreachable)?;
         // Bounded in bytes, whatever the entry sizes: the rest goes in the next call.
         let sent_up_to = bound_append(&mut req, &rpc, MAX_APPEND_BYTES);
@@ -281,257 +284,91 @@ impl RaftNetwork<TypeConfig> for GrpcPeer {
         }
     }
 
-    async fn install_snapshot(
-        &mut self,
-        rpc: InstallSnapshotRequest<TypeConfig>,
-        option: RPCOption,
-    ) -> Rpc<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
-        let req = conv::snapshot_request_to(self.peers.preamble(self.group), &rpc).map_err(unreachable)?;
-        let reply = call(self, &option, req, |mut c, r| async move { c.install_snapshot(r).await })
-            .await
-            .map_err(unreachable)?;
-        conv::snapshot_reply_from(reply).map_err(|r| self.refused(r))
+    async fn vote(&mut self, rpc: VoteRequest<TypeConfig>, option: RPCOption) -> Rpc<VoteResponse<TypeConfig>> {
+        self.ballot(rpc, false, option).await
     }
 
-    async fn vote(&mut self, rpc: VoteRequest<NodeId>, option: RPCOption) -> Rpc<VoteResponse<NodeId>> {
-        let req = conv::vote_request_to(self.peers.preamble(self.group), &rpc);
+    async fn pre_vote(&mut self, rpc: VoteRequest<TypeConfig>, option: RPCOption) -> Rpc<VoteResponse<TypeConfig>> {
+        self.ballot(rpc, true, option).await
+    }
+
+    /// The whole snapshot, in chunks of `SNAPSHOT_CHUNK_BYTES` over
+    /// `InstallSnapshot`; the receiver installs it with the last one.
+    async fn full_snapshot(
+        &mut self,
+        vote: Vote,
+        snapshot: Snapshot,
+        cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
+        option: RPCOption,
+    ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        let send = async {
+            let data = snapshot.snapshot.into_inner();
+            let mut offset = 0usize;
+            loop {
+                let end = (offset + SNAPSHOT_CHUNK_BYTES).min(data.len());
+                let done = end == data.len();
+                let chunk = data[offset..end].to_vec();
+                let preamble = self.peers.preamble(self.group);
+                let req = conv::snapshot_chunk_to(preamble, &vote, &snapshot.meta, offset as u64, chunk, done)
+                    .map_err(|e| StreamingError::Unreachable(Unreachable::new(&PeerError::from(e))))?;
+                let reply = call(self, &option, req, |mut c, r| async move { c.install_snapshot(r).await })
+                    .await
+                    .map_err(|e| StreamingError::Unreachable(Unreachable::new(&e)))?;
+                let answer = conv::snapshot_reply_from(reply).map_err(|r| match self.refused(r) {
+                    RPCError::Unreachable(u) => StreamingError::Unreachable(u),
+                    other => StreamingError::Unreachable(Unreachable::new(&other)),
+                })?;
+                // A higher vote ends the send: the leader steps down.
+                if done || answer.vote > vote {
+                    return Ok(answer);
+                }
+                offset = end;
+            }
+        };
+        tokio::select! {
+            answer = send => answer,
+            closed = cancel => Err(StreamingError::Closed(closed)),
+        }
+    }
+
+    async fn transfer_leader(
+        &mut self,
+        req: TransferLeaderRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Rpc<TransferLeaderResponse<TypeConfig>> {
+        let req = conv::transfer_request_to(self.peers.preamble(self.group), &req);
+        let reply = call(self, &option, req, |mut c, r| async move { c.transfer_leader(r).await })
+            .await
+            .map_err(unreachable)?;
+        conv::transfer_reply_from(reply).map_err(|r| self.refused(r))
+    }
+}
+
+impl GrpcPeer {
+    async fn ballot(
+        &mut self,
+        rpc: VoteRequest<TypeConfig>,
+        pre_vote: bool,
+        option: RPCOption,
+    ) -> Rpc<VoteResponse<TypeConfig>> {
+        let req = conv::vote_request_to(self.peers.preamble(self.group), &rpc, pre_vote);
         let reply = call(self, &option, req, |mut c, r| async move { c.vote(r).await }).await.map_err(unreachable)?;
         conv::vote_reply_from(reply).map_err(|r| self.refused(r))
     }
 }
 
-/// The server side: each request goes to its group's `Raft`, once the
-/// node has started its groups.
-pub struct RaftServer {
-    cluster_id: String,
-    node_id: NodeId,
-    /// The node ids of `raft.peers`: refusals of those are listed.
-    configured: std::collections::HashSet<NodeId>,
-    refusals: Arc<PeerRefusals>,
-    pub groups: Arc<OnceLock<Vec<Raft<TypeConfig>>>>,
-    /// Raft snapshots on S3: a peer's object is copied before it is installed.
-    objects: Option<Arc<SnapshotStore>>,
-}
-
-use pb::refusal::Kind;
-
-impl RaftServer {
-    pub fn new(
-        cluster_id: String,
-        node_id: NodeId,
-        configured: std::collections::HashSet<NodeId>,
-        refusals: Arc<PeerRefusals>,
-        objects: Option<Arc<SnapshotStore>>,
-    ) -> RaftServer {
-        RaftServer { cluster_id, node_id, configured, refusals, groups: Arc::new(OnceLock::new()), objects }
-    }
-
-    /// A snapshot that arrives as a reference to a peer's object is copied
-    /// into this node's directory here, before openraft sees it: a failed
-    /// copy is a refusal the leader retries, not a storage error.
-    async fn copy_reference(
-        &self,
-        group: u32,
-        mut rpc: InstallSnapshotRequest<TypeConfig>,
-    ) -> Result<InstallSnapshotRequest<TypeConfig>, pb::Refusal> {
-        if rpc.offset != 0 || !rpc.done {
-            return Ok(rpc);
-        }
-        let Some(parsed) = ObjectRef::parse(&rpc.data) else { return Ok(rpc) };
-        let r = parsed.map_err(|e| self.refusal(Kind::SnapshotFailed, e.to_string()))?;
-        let Some(objects) = &self.objects else {
-            return Err(self.refusal(Kind::SnapshotFailed, "a snapshot reference needs S3 snapshots".into()));
-        };
-        let index = rpc.meta.last_log_id.map_or(0, |l| l.index);
-        let copy = objects
-            .copy(group, index, r)
-            .await
-            .map_err(|e| self.refusal(Kind::SnapshotFailed, format!("copying the snapshot object: {e}")))?;
-        rpc.data = Stored::Object(copy).encode();
-        Ok(rpc)
-    }
-
-    fn refusal(&self, kind: Kind, detail: String) -> pb::Refusal {
-        conv::refusal(kind, &self.cluster_id, self.node_id, detail)
-    }
-
-    /// The group a request names, after the cluster check.
-    fn group(
-        &self,
-        preamble: Option<&pb::Preamble>,
-        from: Option<SocketAddr>,
-    ) -> Result<&Raft<TypeConfig>, pb::Refusal> {
-        let Some(p) = preamble else {
-            return Err(self.refusal(Kind::Malformed, "no preamble".into()));
-        };
-        if p.cluster_id != self.cluster_id {
-            let address = from.map(|a| a.to_string()).unwrap_or_default();
-            let configured = self.configured.contains(&p.node_id);
-            self.refusals.record(Direction::Refused, p.node_id, &p.cluster_id, &address, configured);
-            return Err(self.refusal(Kind::ClusterMismatch, format!("this node is in cluster {:?}", self.cluster_id)));
-        }
-        self.refusals.accepted(p.node_id);
-        self.groups
-            .get()
-            .and_then(|g| g.get(p.group as usize))
-            .ok_or_else(|| self.refusal(Kind::UnknownGroup, format!("group {} is not running here", p.group)))
-    }
-
-    pub fn service(self) -> RaftServiceServer<RaftServer> {
-        RaftServiceServer::new(self)
-            .max_decoding_message_size(ursula_proto::MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(ursula_proto::MAX_MESSAGE_BYTES)
-    }
-
-    /// Serves `RaftService` alone on `addr` (`server.cluster_listen`)
-    /// until `shutdown` resolves.
-    pub async fn serve(
-        self,
-        addr: SocketAddr,
-        shutdown: impl Future<Output = ()> + Send + 'static,
-    ) -> Result<(), tonic::transport::Error> {
-        tonic::transport::Server::builder().add_service(self.service()).serve_with_shutdown(addr, shutdown).await
-    }
-}
-
-impl RaftServer {
-    async fn append_one(&self, req: pb::AppendEntriesRequest, from: Option<SocketAddr>) -> pb::AppendEntriesReply {
-        use pb::append_entries_reply::Result as R;
-        let preamble = req.preamble.clone();
-        let reply = match self.prepare(preamble.as_ref(), from, || conv::append_request_from(req)) {
-            Ok((raft, rpc)) => raft.append_entries(rpc).await.map_err(|e| self.refusal(Kind::Fatal, e.to_string())),
-            Err(r) => Err(r),
-        };
-        match reply {
-            Ok(reply) => conv::append_reply_to(&reply),
-            Err(r) => pb::AppendEntriesReply { result: Some(R::Refusal(r)) },
-        }
-    }
-
-    /// The cluster check, then the decoding: a refusal for either.
-    fn prepare<T>(
-        &self,
-        preamble: Option<&pb::Preamble>,
-        from: Option<SocketAddr>,
-        decode: impl FnOnce() -> Result<T, super::codec::CodecError>,
-    ) -> Result<(&Raft<TypeConfig>, T), pb::Refusal> {
-        let raft = self.group(preamble, from)?;
-        let rpc = decode().map_err(|e| self.refusal(Kind::Malformed, e.to_string()))?;
-        Ok((raft, rpc))
-    }
-}
-
-/// What this voter holds of a group, for a peer's bootstrap probe.
-fn holding(raft: &Raft<TypeConfig>) -> pb::GroupHolding {
-    let m = raft.metrics();
-    let m = m.borrow();
-    let members = m.membership_config.membership().voter_ids().next().is_some();
-    let holds = members || m.last_log_index.is_some() || m.snapshot.is_some() || m.current_term > 0;
-    pb::GroupHolding { holds, leader: m.current_leader, term: m.current_term }
-}
-
-#[tonic::async_trait]
-impl RaftService for RaftServer {
-    async fn probe_group(
-        &self,
-        request: Request<pb::ProbeGroupRequest>,
-    ) -> Result<Response<pb::ProbeGroupReply>, Status> {
-        use pb::probe_group_reply::Result as R;
-        let from = request.remote_addr();
-        let req = request.into_inner();
-        let result = match self.group(req.preamble.as_ref(), from) {
-            Ok(raft) => R::Holding(holding(raft)),
-            Err(r) => R::Refusal(r),
-        };
-        Ok(Response::new(pb::ProbeGroupReply { result: Some(result) }))
-    }
-
-    async fn read_barrier(
-        &self,
-        request: Request<pb::ReadBarrierRequest>,
-    ) -> Result<Response<pb::ReadBarrierReply>, Status> {
-        use pb::read_barrier_reply::Result as R;
-        let from = request.remote_addr();
-        let req = request.into_inner();
-        let result = match self.group(req.preamble.as_ref(), from) {
-            Ok(raft) => match raft.ensure_linearizable().await {
-                Ok(read_log_id) => R::Index(read_log_id.map_or(0, |id| id.index)),
-                Err(RaftError::APIError(_)) => R::NotLeader(pb::NotLeader { leader: raft.current_leader().await }),
-                Err(e) => R::Refusal(self.refusal(Kind::Fatal, e.to_string())),
-            },
-            Err(r) => R::Refusal(r),
-        };
-        Ok(Response::new(pb::ReadBarrierReply { result: Some(result) }))
-    }
-
-    async fn append_entries(
-        &self,
-        request: Request<pb::AppendEntriesRequest>,
-    ) -> Result<Response<pb::AppendEntriesReply>, Status> {
-        let from = request.remote_addr();
-        Ok(Response::new(self.append_one(request.into_inner(), from).await))
-    }
-
-    async fn append_entries_batch(
-        &self,
-        request: Request<pb::AppendEntriesBatchRequest>,
-    ) -> Result<Response<pb::AppendEntriesBatchReply>, Status> {
-        let from = request.remote_addr();
-        // The groups append concurrently; their WAL writes share a commit.
-        let requests = request.into_inner().requests;
-        let replies = futures_util::future::join_all(requests.into_iter().map(|r| self.append_one(r, from))).await;
-        Ok(Response::new(pb::AppendEntriesBatchReply { replies }))
-    }
-
-    async fn vote(&self, request: Request<pb::VoteRequest>) -> Result<Response<pb::VoteReply>, Status> {
-        use pb::vote_reply::Result as R;
-        let from = request.remote_addr();
-        let req = request.into_inner();
-        let preamble = req.preamble.clone();
-        let reply = match self.prepare(preamble.as_ref(), from, || conv::vote_request_from(req)) {
-            Ok((raft, rpc)) => raft.vote(rpc).await.map_err(|e| self.refusal(Kind::Fatal, e.to_string())),
-            Err(r) => Err(r),
-        };
-        Ok(Response::new(match reply {
-            Ok(reply) => conv::vote_reply_to(&reply),
-            Err(r) => pb::VoteReply { result: Some(R::Refusal(r)) },
-        }))
-    }
-
-    async fn install_snapshot(
-        &self,
-        request: Request<pb::InstallSnapshotRequest>,
-    ) -> Result<Response<pb::InstallSnapshotReply>, Status> {
-        use pb::install_snapshot_reply::Result as R;
-        let from = request.remote_addr();
-        let req = request.into_inner();
-        let preamble = req.preamble.clone();
-        let group = preamble.as_ref().map_or(0, |p| p.group);
-        let reply = match self.prepare(preamble.as_ref(), from, || conv::snapshot_request_from(req)) {
-            Ok((raft, rpc)) => match self.copy_reference(group, rpc).await {
-                Ok(rpc) => {
-                    raft.install_snapshot(rpc).await.map_err(|e| self.refusal(Kind::SnapshotFailed, e.to_string()))
-                }
-                Err(r) => Err(r),
-            },
-            Err(r) => Err(r),
-        };
-        Ok(Response::new(match reply {
-            Ok(reply) => conv::snapshot_reply_to(&reply),
-            Err(r) => pb::InstallSnapshotReply { result: Some(R::Refusal(r)) },
-        }))
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use openraft::{Entry, EntryPayload, LogId, Vote};
+    use openraft::EntryPayload;
+    use openraft::vote::RaftLeaderId;
+    use openraft::vote::leader_id_adv::CommittedLeaderId;
 
     use super::*;
+    use crate::raft::types::Entry;
 
     fn rpc_of(sizes: &[usize], commit: u64) -> (pb::AppendEntriesRequest, AppendEntriesRequest<TypeConfig>) {
-        let log_id = |i: u64| LogId::new(openraft::CommittedLeaderId::new(1, 1), i);
-        let entries: Vec<Entry<TypeConfig>> =
+        let log_id = |i: u64| LogId::new(CommittedLeaderId::new(1, 1), i);
+        let entries: Vec<Entry> =
             (1..=sizes.len() as u64).map(|i| Entry { log_id: log_id(i), payload: EntryPayload::Blank }).collect();
         let rpc = AppendEntriesRequest {
             vote: Vote::new_committed(1, 1),

@@ -1,0 +1,303 @@
+//! Raft between voters over the private `RaftService` (tonic), the server
+//! side: each request goes to its group's `Raft` once the node has started
+//! its groups, after the cluster check and before any decoding. Snapshots
+//! arrive in chunks and are installed whole with the last one.
+
+use std::collections::HashMap;
+use std::io::Cursor;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use openraft::async_runtime::WatchReceiver;
+use openraft::error::RaftError;
+use tonic::{Request, Response, Status};
+use ursula_proto::raft::v1 as pb;
+use ursula_proto::raft::v1::raft_service_server::{RaftService, RaftServiceServer};
+
+use super::pb as conv;
+use super::refusals::{Direction, PeerRefusals};
+use super::snapshot_store::{ObjectRef, SnapshotStore, Stored};
+use super::types::{GroupRaft, LogId, NodeId, Snapshot, SnapshotMeta, Vote};
+
+use pb::refusal::Kind;
+
+/// A snapshot being received for a group: the chunks so far.
+struct Receiving {
+    last_log_id: Option<LogId>,
+    vote: Vote,
+    data: Vec<u8>,
+}
+
+pub struct RaftServer {
+    cluster_id: String,
+    node_id: NodeId,
+    /// The node ids of `raft.peers`: refusals of those are listed.
+    configured: std::collections::HashSet<NodeId>,
+    refusals: Arc<PeerRefusals>,
+    pub groups: Arc<OnceLock<Vec<GroupRaft>>>,
+    /// Snapshots being received, by group.
+    receiving: Mutex<HashMap<u32, Receiving>>,
+    /// Raft snapshots on S3: a peer's object is copied before it is installed.
+    objects: Option<Arc<SnapshotStore>>,
+}
+
+impl RaftServer {
+    pub fn new(
+        cluster_id: String,
+        node_id: NodeId,
+        configured: std::collections::HashSet<NodeId>,
+        refusals: Arc<PeerRefusals>,
+        objects: Option<Arc<SnapshotStore>>,
+    ) -> RaftServer {
+        let (groups, receiving) = (Arc::new(OnceLock::new()), Mutex::default());
+        RaftServer { cluster_id, node_id, configured, refusals, groups, receiving, objects }
+    }
+
+    /// A snapshot that arrives as a reference to a peer's object is copied
+    /// into this node's directory here, before openraft sees it: a failed
+    /// copy is a refusal the leader retries, not a storage error.
+    async fn copy_reference(&self, group: u32, meta: &SnapshotMeta, data: Vec<u8>) -> Result<Vec<u8>, pb::Refusal> {
+        let Some(parsed) = ObjectRef::parse(&data) else { return Ok(data) };
+        let r = parsed.map_err(|e| self.refusal(Kind::SnapshotFailed, e.to_string()))?;
+        let Some(objects) = &self.objects else {
+            return Err(self.refusal(Kind::SnapshotFailed, "a snapshot reference needs S3 snapshots".into()));
+        };
+        let index = meta.last_log_id.map_or(0, |l| l.index);
+        let copy = objects
+            .copy(group, index, r)
+            .await
+            .map_err(|e| self.refusal(Kind::SnapshotFailed, format!("copying the snapshot object: {e}")))?;
+        Ok(Stored::Object(copy).encode())
+    }
+
+    /// Adds a chunk to the group's snapshot in progress; the whole snapshot
+    /// once this was its last chunk.
+    fn receive(
+        &self,
+        group: u32,
+        chunk: conv::SnapshotChunk,
+    ) -> Result<Option<(Vote, SnapshotMeta, Vec<u8>)>, pb::Refusal> {
+        let mut receiving = self.receiving.lock().unwrap_or_else(|p| p.into_inner());
+        if chunk.offset == 0 {
+            let last_log_id = chunk.meta.last_log_id;
+            receiving.insert(group, Receiving { last_log_id, vote: chunk.vote, data: Vec::new() });
+        }
+        let Some(r) = receiving.get_mut(&group).filter(|r| {
+            r.last_log_id == chunk.meta.last_log_id && r.vote == chunk.vote && r.data.len() as u64 == chunk.offset
+        }) else {
+            receiving.remove(&group);
+            let why = format!("snapshot chunk at {} does not continue the snapshot being received", chunk.offset);
+            return Err(self.refusal(Kind::SnapshotFailed, why));
+        };
+        r.data.extend_from_slice(&chunk.data);
+        if !chunk.done {
+            return Ok(None);
+        }
+        let r = receiving.remove(&group).map(|r| r.data).unwrap_or_default();
+        Ok(Some((chunk.vote, chunk.meta, r)))
+    }
+
+    fn refusal(&self, kind: Kind, detail: String) -> pb::Refusal {
+        conv::refusal(kind, &self.cluster_id, self.node_id, detail)
+    }
+
+    /// The group a request names, after the cluster check.
+    fn group(&self, preamble: Option<&pb::Preamble>, from: Option<SocketAddr>) -> Result<&GroupRaft, pb::Refusal> {
+        let Some(p) = preamble else {
+            return Err(self.refusal(Kind::Malformed, "no preamble".into()));
+        };
+        if p.cluster_id != self.cluster_id {
+            let address = from.map(|a| a.to_string()).unwrap_or_default();
+            let configured = self.configured.contains(&p.node_id);
+            self.refusals.record(Direction::Refused, p.node_id, &p.cluster_id, &address, configured);
+            return Err(self.refusal(Kind::ClusterMismatch, format!("this node is in cluster {:?}", self.cluster_id)));
+        }
+        self.refusals.accepted(p.node_id);
+        self.groups
+            .get()
+            .and_then(|g| g.get(p.group as usize))
+            .ok_or_else(|| self.refusal(Kind::UnknownGroup, format!("group {} is not running here", p.group)))
+    }
+
+    pub fn service(self) -> RaftServiceServer<RaftServer> {
+        RaftServiceServer::new(self)
+            .max_decoding_message_size(ursula_proto::MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(ursula_proto::MAX_MESSAGE_BYTES)
+    }
+
+    /// Serves `RaftService` alone on `addr` (`server.cluster_listen`)
+    /// until `shutdown` resolves.
+    pub async fn serve(
+        self,
+        addr: SocketAddr,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), tonic::transport::Error> {
+        tonic::transport::Server::builder().add_service(self.service()).serve_with_shutdown(addr, shutdown).await
+    }
+}
+
+impl RaftServer {
+    async fn append_one(&self, req: pb::AppendEntriesRequest, from: Option<SocketAddr>) -> pb::AppendEntriesReply {
+        use pb::append_entries_reply::Result as R;
+        let preamble = req.preamble.clone();
+        let reply = match self.prepare(preamble.as_ref(), from, || conv::append_request_from(req)) {
+            Ok((raft, rpc)) => raft.append_entries(rpc).await.map_err(|e| self.refusal(Kind::Fatal, e.to_string())),
+            Err(r) => Err(r),
+        };
+        match reply {
+            Ok(reply) => conv::append_reply_to(&reply),
+            Err(r) => pb::AppendEntriesReply { result: Some(R::Refusal(r)) },
+        }
+    }
+
+    /// The cluster check, then the decoding: a refusal for either.
+    fn prepare<T>(
+        &self,
+        preamble: Option<&pb::Preamble>,
+        from: Option<SocketAddr>,
+        decode: impl FnOnce() -> Result<T, super::codec::CodecError>,
+    ) -> Result<(&GroupRaft, T), pb::Refusal> {
+        let raft = self.group(preamble, from)?;
+        let rpc = decode().map_err(|e| self.refusal(Kind::Malformed, e.to_string()))?;
+        Ok((raft, rpc))
+    }
+}
+
+/// What this voter holds of a group, for a peer's bootstrap probe.
+fn holding(raft: &GroupRaft) -> pb::GroupHolding {
+    let m = raft.metrics();
+    let m = m.borrow_watched();
+    let members = m.membership_config.membership().voter_ids().next().is_some();
+    let holds = members || m.last_log_index.is_some() || m.snapshot.is_some() || m.current_term > 0;
+    pb::GroupHolding { holds, leader: m.current_leader, term: m.current_term }
+}
+
+#[tonic::async_trait]
+impl RaftService for RaftServer {
+    async fn probe_group(
+        &self,
+        request: Request<pb::ProbeGroupRequest>,
+    ) -> Result<Response<pb::ProbeGroupReply>, Status> {
+        use pb::probe_group_reply::Result as R;
+        let from = request.remote_addr();
+        let req = request.into_inner();
+        let result = match self.group(req.preamble.as_ref(), from) {
+            Ok(raft) => R::Holding(holding(raft)),
+            Err(r) => R::Refusal(r),
+        };
+        Ok(Response::new(pb::ProbeGroupReply { result: Some(result) }))
+    }
+
+    async fn read_barrier(
+        &self,
+        request: Request<pb::ReadBarrierRequest>,
+    ) -> Result<Response<pb::ReadBarrierReply>, Status> {
+        use pb::read_barrier_reply::Result as R;
+        let from = request.remote_addr();
+        let req = request.into_inner();
+        let result = match self.group(req.preamble.as_ref(), from) {
+            Ok(raft) => match raft.ensure_linearizable(openraft::raft::ReadPolicy::ReadIndex).await {
+                Ok(read_log_id) => R::Index(read_log_id.index()),
+                Err(RaftError::APIError(_)) => R::NotLeader(pb::NotLeader { leader: raft.current_leader().await }),
+                Err(e) => R::Refusal(self.refusal(Kind::Fatal, e.to_string())),
+            },
+            Err(r) => R::Refusal(r),
+        };
+        Ok(Response::new(pb::ReadBarrierReply { result: Some(result) }))
+    }
+
+    async fn append_entries(
+        &self,
+        request: Request<pb::AppendEntriesRequest>,
+    ) -> Result<Response<pb::AppendEntriesReply>, Status> {
+        let from = request.remote_addr();
+        Ok(Response::new(self.append_one(request.into_inner(), from).await))
+    }
+
+    async fn append_entries_batch(
+        &self,
+        request: Request<pb::AppendEntriesBatchRequest>,
+    ) -> Result<Response<pb::AppendEntriesBatchReply>, Status> {
+        let from = request.remote_addr();
+        // The groups append concurrently; their WAL writes share a commit.
+        let requests = request.into_inner().requests;
+        let replies = futures_util::future::join_all(requests.into_iter().map(|r| self.append_one(r, from))).await;
+        Ok(Response::new(pb::AppendEntriesBatchReply { replies }))
+    }
+
+    async fn vote(&self, request: Request<pb::VoteRequest>) -> Result<Response<pb::VoteReply>, Status> {
+        use pb::vote_reply::Result as R;
+        let from = request.remote_addr();
+        let req = request.into_inner();
+        let preamble = req.preamble.clone();
+        let reply = match self.prepare(preamble.as_ref(), from, || conv::vote_request_from(req)) {
+            Ok((raft, (rpc, false))) => raft.vote(rpc).await.map_err(|e| self.refusal(Kind::Fatal, e.to_string())),
+            Ok((raft, (rpc, true))) => raft.pre_vote(rpc).await.map_err(|e| self.refusal(Kind::Fatal, e.to_string())),
+            Err(r) => Err(r),
+        };
+        Ok(Response::new(match reply {
+            Ok(reply) => conv::vote_reply_to(&reply),
+            Err(r) => pb::VoteReply { result: Some(R::Refusal(r)) },
+        }))
+    }
+
+    async fn install_snapshot(
+        &self,
+        request: Request<pb::InstallSnapshotRequest>,
+    ) -> Result<Response<pb::InstallSnapshotReply>, Status> {
+        use pb::install_snapshot_reply::Result as R;
+        let from = request.remote_addr();
+        let req = request.into_inner();
+        let preamble = req.preamble.clone();
+        let group = preamble.as_ref().map_or(0, |p| p.group);
+        let reply = match self.prepare(preamble.as_ref(), from, || conv::snapshot_chunk_from(req)) {
+            Ok((raft, chunk)) => self.install_chunk(raft, group, chunk).await,
+            Err(r) => Err(r),
+        };
+        Ok(Response::new(match reply {
+            Ok(vote) => conv::snapshot_reply_to(&vote),
+            Err(r) => pb::InstallSnapshotReply { result: Some(R::Refusal(r)) },
+        }))
+    }
+
+    async fn transfer_leader(
+        &self,
+        request: Request<pb::TransferLeaderRequest>,
+    ) -> Result<Response<pb::TransferLeaderReply>, Status> {
+        use pb::transfer_leader_reply::Result as R;
+        let from = request.remote_addr();
+        let req = request.into_inner();
+        let preamble = req.preamble.clone();
+        let reply = match self.prepare(preamble.as_ref(), from, || conv::transfer_request_from(req)) {
+            Ok((raft, rpc)) => {
+                raft.handle_transfer_leader(rpc).await.map_err(|e| self.refusal(Kind::Fatal, e.to_string()))
+            }
+            Err(r) => Err(r),
+        };
+        Ok(Response::new(match reply {
+            Ok(answer) => conv::transfer_reply_to(&answer),
+            Err(r) => pb::TransferLeaderReply { result: Some(R::Refusal(r)) },
+        }))
+    }
+}
+
+impl RaftServer {
+    /// Keeps a chunk; with the last one, installs the whole snapshot. The
+    /// answer is this node's vote.
+    async fn install_chunk(
+        &self,
+        raft: &GroupRaft,
+        group: u32,
+        chunk: conv::SnapshotChunk,
+    ) -> Result<Vote, pb::Refusal> {
+        let Some((vote, meta, data)) = self.receive(group, chunk)? else {
+            return Ok(raft.metrics().borrow_watched().vote);
+        };
+        let data = self.copy_reference(group, &meta, data).await?;
+        let snapshot = Snapshot { meta, snapshot: Cursor::new(data) };
+        match raft.install_full_snapshot(vote, snapshot).await {
+            Ok(answer) => Ok(answer.vote),
+            Err(e) => Err(self.refusal(Kind::SnapshotFailed, e.to_string())),
+        }
+    }
+}
