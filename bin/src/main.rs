@@ -128,7 +128,26 @@ fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
     })
 }
 
+/// How long a stop may take from the first signal (spec/35): past it, or
+/// on a second signal, the process exits at once.
+const STOP_DEADLINE: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Resolves on the first `SIGTERM` or Ctrl-C, and arms the stop's deadline.
 async fn shutdown_signal() {
+    first_signal().await;
+    std::thread::spawn(|| {
+        std::thread::sleep(STOP_DEADLINE);
+        eprintln!("ursula: the shutdown did not finish within {}s; exiting", STOP_DEADLINE.as_secs());
+        std::process::exit(1);
+    });
+    tokio::spawn(async {
+        first_signal().await;
+        eprintln!("ursula: a second signal; exiting at once");
+        std::process::exit(1);
+    });
+}
+
+async fn first_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

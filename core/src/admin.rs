@@ -1,9 +1,10 @@
 //! The admin plane (`server.admin_listen`, `127.0.0.1:4438` by default;
 //! spec/08, spec/35 "Admin endpoints"): operator routes kept off the client
 //! plane. It serves `GET /__ursula/metrics` (with this process's
-//! `process_incarnation`), `GET /__ursula/ready`, and `POST
-//! /__ursula/flush-cold/{bucket}/{stream}`, which like every admin
-//! mutation needs `x-ursula-process-incarnation` naming this process
+//! `process_incarnation`), `GET /__ursula/ready`, `POST
+//! /__ursula/flush-cold/{bucket}/{stream}` and `POST
+//! /__ursula/raft/{group}/leader/transfer/{node}`, which like every admin
+//! mutation need `x-ursula-process-incarnation` naming this process
 //! (`428` without it, `412` for another).
 
 use std::convert::Infallible;
@@ -24,7 +25,7 @@ use ursula_stream::StreamKey;
 
 use crate::backend::NodeBackend;
 use crate::cold::Cold;
-use crate::engine::GroupEngine;
+use crate::engine::{GroupEngine, TransferError};
 use crate::process::process_incarnation;
 
 const INCARNATION_HEADER: &str = "x-ursula-process-incarnation";
@@ -62,9 +63,15 @@ impl<E: GroupEngine> Admin<E> {
                 }
                 self.flush_cold(bucket, stream).await
             }
-            (_, ["__ursula", "flush-cold", ..]) | (_, ["__ursula", "metrics" | "ready" | "usage"]) => {
-                refusal(ApiError::MethodNotAllowed)
+            (&Method::POST, ["__ursula", "raft", group, "leader", "transfer", node]) => {
+                if let Err(refused) = check_incarnation(&req) {
+                    return refusal(refused);
+                }
+                self.transfer_leader(group, node).await
             }
+            (_, ["__ursula", "raft", _, "leader", "transfer", _])
+            | (_, ["__ursula", "flush-cold", ..])
+            | (_, ["__ursula", "metrics" | "ready" | "usage"]) => refusal(ApiError::MethodNotAllowed),
             _ => refusal(ApiError::NotFound),
         }
     }
@@ -86,6 +93,40 @@ impl<E: GroupEngine> Admin<E> {
                 "this node does not lead the stream's group",
             )),
         }
+    }
+}
+
+impl<E: GroupEngine> Admin<E> {
+    /// `POST /__ursula/raft/{group}/leader/transfer/{node}` (spec/35).
+    async fn transfer_leader(&self, group: &str, node: &str) -> Answer {
+        let Ok(group) = group.parse::<u32>() else {
+            return refusal(ApiError::NotFound);
+        };
+        let Ok(to) = node.parse::<u64>() else {
+            let why = "the target must be a node id";
+            return refusal(admin_refusal(StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest, why));
+        };
+        let refused = match self.engine.transfer_leader(group, to).await {
+            Ok(t) => {
+                let body = serde_json::json!({
+                    "raft_group_id": t.group, "from": t.from, "to": t.to, "term": t.term, "status": "triggered",
+                });
+                return json_answer(StatusCode::OK, body);
+            }
+            Err(e) => e,
+        };
+        let (status, code, message) = match refused {
+            TransferError::UnknownGroup(_) => (StatusCode::NOT_FOUND, ErrorCode::NotFound, "no such raft group"),
+            TransferError::NotLeader { .. } => {
+                (StatusCode::CONFLICT, ErrorCode::NotLeader, "this node does not lead the group")
+            }
+            TransferError::InvalidTarget(why) => (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest, why),
+            TransferError::Stopped { group, why } => {
+                tracing::error!(group, error = %why, "a leadership transfer found its group stopped");
+                (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal, "the group's Raft stopped")
+            }
+        };
+        refusal(admin_refusal(status, code, message))
     }
 }
 

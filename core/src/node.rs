@@ -71,7 +71,15 @@ pub async fn run_with_clock(
                     .map(|p| p.client_url.clone()),
                 raft_routes: node.shared_raft_routes.take(),
             };
-            let served = serve(config, listener, engine, cluster_id, me, shutdown).await;
+            // On the signal the voter first hands its leaderships off, while
+            // it still serves; then its listeners drain (spec/35).
+            let peer_timeout = raft_config.balance.peer_timeout;
+            let node_ref = &node;
+            let handing_off = async move {
+                shutdown.await;
+                node_ref.hand_off(peer_timeout).await;
+            };
+            let served = serve(config, listener, engine, cluster_id, me, handing_off).await;
             let stopped = runtime.spawn(node.shutdown()).await.context("Raft shutdown");
             runtime.shutdown_background();
             served?;

@@ -20,6 +20,28 @@ pub struct FileConfig {
     pub raft: RaftSection,
     #[serde(default)]
     pub storage: StorageSection,
+    #[serde(default)]
+    pub governance: GovernanceSection,
+}
+
+/// `[governance]`: how the voters share the work of leading.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GovernanceSection {
+    #[serde(default)]
+    pub leadership_balance: LeadershipBalanceSection,
+}
+
+/// `[governance.leadership_balance]` (spec/07).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeadershipBalanceSection {
+    /// Ours: `false` leaves leaderships where elections put them.
+    pub enabled: Option<bool>,
+    /// Ours: between two balancer ticks (`1s`).
+    pub interval: Option<String>,
+    pub peer_timeout: Option<String>,
+    pub max_per_tick: Option<usize>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -124,6 +146,12 @@ pub struct RaftSection {
     pub snapshot_backstop_logs: Option<u64>,
     pub init_membership_per_group: Option<bool>,
     pub install_snapshot_timeout: Option<String>,
+    /// Ours: a leader's heartbeat period (`100ms`).
+    pub heartbeat_interval: Option<String>,
+    /// Ours: a follower campaigns after hearing nothing for a random time
+    /// between these (`500ms`, `1s`).
+    pub election_timeout_min: Option<String>,
+    pub election_timeout_max: Option<String>,
     #[serde(default)]
     pub peers: Vec<PeerSection>,
     #[serde(default)]

@@ -12,6 +12,7 @@
 
 mod cold;
 mod file;
+mod governance;
 mod preset;
 mod size;
 mod snapshot;
@@ -21,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use file::{FileConfig, FsyncSetting};
+pub use governance::{LeadershipBalance, RaftTiming};
 pub use preset::Preset;
 pub use size::ByteSize;
 pub use snapshot::SnapshotStoreConfig;
@@ -73,6 +75,8 @@ pub struct RaftConfig {
     /// `storage.snapshot.drive_interval`: 5 s with S3 snapshots, 1 s inline.
     pub snapshot_drive_interval: Duration,
     pub wal: WalConfig,
+    pub timing: RaftTiming,
+    pub balance: LeadershipBalance,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -276,6 +280,7 @@ pub fn resolve(file: FileConfig, preset: Option<Preset>, cli: &CliOverrides) -> 
         EngineConfig::Memory
     } else {
         let mut raft = raft_config(raft, cli)?;
+        raft.balance = governance::balance(file.governance.leadership_balance)?;
         cluster_plane(&mut raft, cluster_listen, cluster_id.as_deref())?;
         let clustered = !raft.peers.is_empty();
         let drive = storage.snapshot.drive_interval.clone();
@@ -347,6 +352,7 @@ fn cluster_plane(raft: &mut RaftConfig, listen: Option<String>, cluster_id: Opti
 }
 
 fn raft_config(raft: file::RaftSection, cli: &CliOverrides) -> Result<RaftConfig, ConfigError> {
+    let timing = governance::timing(&raft)?;
     let peers = raft
         .peers
         .into_iter()
@@ -410,6 +416,8 @@ fn raft_config(raft: file::RaftSection, cli: &CliOverrides) -> Result<RaftConfig
             min_available_size,
             resume_available_size,
         },
+        timing,
+        balance: LeadershipBalance::DEFAULT,
     })
 }
 

@@ -51,6 +51,28 @@ pub enum Leadership {
     Unknown,
 }
 
+/// A leadership transfer the admin plane triggered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transferred {
+    pub group: u32,
+    pub from: u64,
+    pub to: u64,
+    pub term: u64,
+}
+
+/// Why a leadership transfer was not triggered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransferError {
+    #[error("raft group {0} is not registered on this node")]
+    UnknownGroup(u32),
+    #[error("this node does not lead raft group {group}")]
+    NotLeader { group: u32, leader: Option<u64> },
+    #[error("{0}")]
+    InvalidTarget(&'static str),
+    #[error("raft group {group} stopped: {why}")]
+    Stopped { group: u32, why: String },
+}
+
 /// How a wait on a stream ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Waited {
@@ -93,6 +115,18 @@ pub trait GroupEngine: Send + Sync + 'static {
     /// Who leads `group`; an engine without peers always leads.
     fn leadership(&self, _group: GroupId) -> Leadership {
         Leadership::Local { term: 0 }
+    }
+    /// Hands `group`'s leadership to voter `to`. An engine without peers
+    /// has no other voter.
+    fn transfer_leader(&self, group: u32, to: u64) -> impl Future<Output = Result<Transferred, TransferError>> + Send {
+        let refused = if group >= self.group_count() {
+            TransferError::UnknownGroup(group)
+        } else if to == self.node_id() {
+            TransferError::InvalidTarget("the target is this node, which already leads the group")
+        } else {
+            TransferError::InvalidTarget("the target is not a voter of the group")
+        };
+        async move { Err(refused) }
     }
     /// Orders and applies one command in `group`, stamping its time and index.
     fn propose(&self, group: GroupId, command: Command) -> impl Future<Output = Result<Outcome, EngineError>> + Send;

@@ -19,6 +19,7 @@ use super::driver;
 use super::engine::{RaftEngine, RaftGroup};
 use super::grpc_client::{GrpcNetwork, Peers};
 use super::grpc_server::RaftServer;
+use super::leadership::Shed;
 use super::log_store::GroupLog;
 use super::network::NoPeers;
 use super::refusals::PeerRefusals;
@@ -124,11 +125,16 @@ async fn check_group_count(wal: &Wal, recovered: &Recovered, count: u32) -> anyh
 }
 
 fn raft_settings(raft: &RaftConfig) -> anyhow::Result<Arc<openraft::Config>> {
+    let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let timing = &raft.timing;
     let config = openraft::Config {
         cluster_name: "ursula".into(),
-        heartbeat_interval: 500,
-        election_timeout_min: 1500,
-        election_timeout_max: 3000,
+        heartbeat_interval: millis(timing.heartbeat_interval),
+        election_timeout_min: millis(timing.election_timeout_min),
+        election_timeout_max: millis(timing.election_timeout_max),
+        // A voter cut off for a while campaigns only once a majority would
+        // vote for it, so its return does not depose a working leader.
+        enable_pre_vote: Some(true),
         snapshot_policy: SnapshotPolicy::LogsSinceLast(raft.snapshot_backstop_logs),
         // A single voter has no follower to keep log for: purge through the snapshot.
         max_in_snapshot_log_to_keep: 0,
@@ -223,6 +229,7 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
         [(raft.node_id, BasicNode { addr: config.listen.to_string() })].into()
     };
     let refusals = Arc::new(PeerRefusals::default());
+    let shed = Arc::new(Shed::default());
     let urls = raft.peers.iter().map(|p| (p.node_id, p.url.clone())).collect();
     let peers = Peers::new(cluster_id.clone(), raft.node_id, urls, refusals.clone());
     let mut groups = Vec::with_capacity(config.group_count as usize);
@@ -247,7 +254,14 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
     let mut cluster_plane = None;
     if clustered {
         let configured = raft.peers.iter().map(|p| p.node_id).collect();
-        let server = RaftServer::new(cluster_id.clone(), raft.node_id, configured, refusals.clone(), objects.clone());
+        let server = RaftServer::new(
+            cluster_id.clone(),
+            raft.node_id,
+            configured,
+            refusals.clone(),
+            objects.clone(),
+            shed.clone(),
+        );
         let _ = server.groups.set(groups.iter().map(|g| g.raft.clone()).collect());
         match raft.cluster_listen {
             None => shared_raft_routes = Some(tonic::service::Routes::new(server.service())),
@@ -302,18 +316,43 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
         clock,
         peers,
         objects,
+        shed,
+        transfers: Default::default(),
     });
     let mut drivers = vec![
         tokio::spawn(driver::snapshots(engine.clone(), raft.snapshot_log_budget, raft.snapshot_drive_interval)),
         tokio::spawn(driver::disk(engine.guard.clone(), dir.clone())),
     ];
+    if clustered && raft.balance.enabled {
+        drivers.push(tokio::spawn(driver::balance(engine.clone(), raft.balance)));
+    }
     if let Some(objects) = engine.objects.clone() {
         drivers.push(tokio::spawn(driver::snapshot_gc(objects, config.group_count, raft.snapshot_drive_interval)));
     }
     Ok(RaftNode { engine, cluster_id, dir, temporary, drivers, cluster_plane, shared_raft_routes })
 }
 
+/// How long a stopping voter waits for its leaderships to move (spec/35).
+pub const HAND_OFF_WAIT: Duration = Duration::from_secs(5);
+
 impl RaftNode {
+    /// The first step of a graceful stop: this voter drains, hands each
+    /// leadership it holds to a caught-up peer and waits, up to
+    /// `HAND_OFF_WAIT`, until other voters lead them.
+    pub async fn hand_off(&self, peer_timeout: Duration) {
+        if self.engine.voters().len() < 2 {
+            return;
+        }
+        let started = std::time::Instant::now();
+        let left = self.engine.hand_off_all(started + HAND_OFF_WAIT, peer_timeout).await;
+        let waited = started.elapsed().as_millis();
+        if left == 0 {
+            tracing::info!(waited_ms = waited as u64, "handed off every leadership");
+        } else {
+            tracing::warn!(left, waited_ms = waited as u64, "stopping with leaderships no peer took");
+        }
+    }
+
     /// Stops every group, fsyncs and closes the WAL, and removes a
     /// temporary WAL directory. A WAL that cannot close stays on disk.
     pub async fn shutdown(self) -> anyhow::Result<()> {

@@ -37,6 +37,18 @@ pub async fn snapshots(engine: Arc<RaftEngine>, budget: u64, every: Duration) {
     }
 }
 
+/// The leadership balancer (`governance.leadership_balance`): each tick
+/// moves up to `max_per_tick` of this node's leaderships to peers below
+/// their fair share.
+pub async fn balance(engine: Arc<RaftEngine>, config: crate::config::LeadershipBalance) {
+    let mut tick = tokio::time::interval(config.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        engine.balance_once(config.max_per_tick, config.peer_timeout).await;
+    }
+}
+
 /// Runs, every drive interval, the snapshot GC passes groups still owe:
 /// after a replacement whose old object a send still pinned, after a
 /// failed write, after a restart.

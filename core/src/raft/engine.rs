@@ -18,7 +18,7 @@ use super::state_machine::GroupShared;
 use super::types::{GroupRaft, Proposal};
 use crate::clock::Clock;
 use crate::engine::group_state::GroupState;
-use crate::engine::{EngineError, GroupEngine, Leadership};
+use crate::engine::{EngineError, GroupEngine, Leadership, TransferError, Transferred};
 use ursula_stream::routing::GroupId;
 
 /// How long a proposal waits for its apply before its answer becomes
@@ -48,6 +48,8 @@ pub struct RaftEngine {
     pub(super) peers: Option<Arc<super::grpc_client::Peers>>,
     /// Raft snapshots on S3; `None`: inline.
     pub(super) objects: Option<Arc<super::snapshot_store::SnapshotStore>>,
+    pub(super) shed: Arc<super::leadership::Shed>,
+    pub(super) transfers: super::leadership::TransferStats,
 }
 
 impl RaftEngine {
@@ -135,6 +137,10 @@ impl GroupEngine for RaftEngine {
         let wal = self.wal.stats();
         let mut m = Map::new();
         m.insert("raft_node_id".into(), self.node_id.into());
+        let led = self.groups.iter().filter(|g| g.raft.metrics().borrow_watched().current_leader == Some(self.node_id));
+        m.insert("raft_leaderships".into(), led.count().into());
+        m.insert("raft_leader_transfers_triggered".into(), self.transfers.triggered.load(Ordering::Relaxed).into());
+        m.insert("leadership_shed".into(), if self.shed.draining() { "maintenance-drain" } else { "none" }.into());
         m.insert("raft_groups".into(), Value::Array(groups));
         m.insert("wal_physical_bytes".into(), wal.bytes_on_disk.into());
         m.insert("wal_segments".into(), wal.segments.into());
@@ -201,6 +207,10 @@ impl GroupEngine for RaftEngine {
             },
             None => Leadership::Unknown,
         }
+    }
+
+    async fn transfer_leader(&self, group: u32, to: u64) -> Result<Transferred, TransferError> {
+        self.transfer(group, to).await
     }
 
     fn readiness_details(&self) -> Map<String, Value> {

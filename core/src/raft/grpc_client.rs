@@ -171,6 +171,23 @@ impl Peers {
         }
     }
 
+    /// Whether peer `node` may take leaderships now.
+    pub async fn shed_state(&self, node: NodeId, timeout: std::time::Duration) -> Result<pb::ShedState, PeerError> {
+        use pb::leadership_shed_reply::Result as R;
+        let url = self.urls.get(&node).ok_or(PeerError::NotConfigured(node))?;
+        let mut client = self.client(url)?;
+        let request = pb::LeadershipShedRequest { preamble: Some(self.preamble(0)) };
+        let reply = tokio::time::timeout(timeout, client.leadership_shed(request))
+            .await
+            .map_err(|_| PeerError::Timeout { url: url.clone(), after: timeout })?
+            .map_err(|status| PeerError::Status { url: url.clone(), status })?;
+        match reply.into_inner().result {
+            Some(R::State(state)) => Ok(state),
+            Some(R::Refusal(r)) => Err(PeerError::refused(url, &r)),
+            None => Err(PeerError::Empty { url: url.clone() }),
+        }
+    }
+
     /// Logs a peer's change between reachable and unreachable, once.
     fn observe<T>(&self, url: &str, outcome: &Result<T, PeerError>) {
         let lost = match outcome {

@@ -14,6 +14,7 @@ use tonic::{Request, Response, Status};
 use ursula_proto::raft::v1 as pb;
 use ursula_proto::raft::v1::raft_service_server::{RaftService, RaftServiceServer};
 
+use super::leadership::Shed;
 use super::pb as conv;
 use super::refusals::{Direction, PeerRefusals};
 use super::snapshot_store::{ObjectRef, SnapshotStore, Stored};
@@ -37,6 +38,8 @@ pub struct RaftServer {
     pub groups: Arc<OnceLock<Vec<GroupRaft>>>,
     /// Snapshots being received, by group.
     receiving: Mutex<HashMap<u32, Receiving>>,
+    /// This voter's drain mark: a draining voter takes no leadership.
+    shed: Arc<Shed>,
     /// Raft snapshots on S3: a peer's object is copied before it is installed.
     objects: Option<Arc<SnapshotStore>>,
 }
@@ -48,9 +51,10 @@ impl RaftServer {
         configured: std::collections::HashSet<NodeId>,
         refusals: Arc<PeerRefusals>,
         objects: Option<Arc<SnapshotStore>>,
+        shed: Arc<Shed>,
     ) -> RaftServer {
         let (groups, receiving) = (Arc::new(OnceLock::new()), Mutex::default());
-        RaftServer { cluster_id, node_id, configured, refusals, groups, receiving, objects }
+        RaftServer { cluster_id, node_id, configured, refusals, groups, receiving, shed, objects }
     }
 
     /// A snapshot that arrives as a reference to a peer's object is copied
@@ -260,6 +264,20 @@ impl RaftService for RaftServer {
         }))
     }
 
+    async fn leadership_shed(
+        &self,
+        request: Request<pb::LeadershipShedRequest>,
+    ) -> Result<Response<pb::LeadershipShedReply>, Status> {
+        use pb::leadership_shed_reply::Result as R;
+        let from = request.remote_addr();
+        let req = request.into_inner();
+        let result = match self.group(req.preamble.as_ref(), from) {
+            Ok(_) => R::State(self.shed_state()),
+            Err(r) => R::Refusal(r),
+        };
+        Ok(Response::new(pb::LeadershipShedReply { result: Some(result) }))
+    }
+
     async fn transfer_leader(
         &self,
         request: Request<pb::TransferLeaderRequest>,
@@ -269,6 +287,11 @@ impl RaftService for RaftServer {
         let req = request.into_inner();
         let preamble = req.preamble.clone();
         let reply = match self.prepare(preamble.as_ref(), from, || conv::transfer_request_from(req)) {
+            // A draining voter does not campaign: the leader's followers
+            // elect another once its heartbeats stop.
+            Ok((_, rpc)) if *rpc.to_node_id() == self.node_id && self.shed.draining() => {
+                Err(self.refusal(Kind::Draining, "this voter is draining and takes no leadership".into()))
+            }
             Ok((raft, rpc)) => {
                 raft.handle_transfer_leader(rpc).await.map_err(|e| self.refusal(Kind::Fatal, e.to_string()))
             }
@@ -282,6 +305,11 @@ impl RaftService for RaftServer {
 }
 
 impl RaftServer {
+    fn shed_state(&self) -> pb::ShedState {
+        let willing = !self.shed.draining();
+        pb::ShedState { should_campaign: willing, should_accept_transfer: willing }
+    }
+
     /// Keeps a chunk; with the last one, installs the whole snapshot. The
     /// answer is this node's vote.
     async fn install_chunk(

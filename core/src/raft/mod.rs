@@ -16,6 +16,7 @@
 //! - `peer_error`: why a call to a peer produced no answer, typed.
 //! - `pb`: openraft's RPC types to and from the protobuf messages.
 //! - `engine`: `RaftEngine`, the `GroupEngine` over the groups.
+//! - `leadership`: transfers, the leadership balancer, a draining voter's hand-off.
 //! - `disk_guard`: refusing writes when the WAL disk runs short.
 //! - `driver`: the snapshot driver and the disk probe.
 //! - `bootstrap`: the per-group membership initializer.
@@ -30,6 +31,7 @@ mod driver;
 mod engine;
 mod grpc_client;
 mod grpc_server;
+mod leadership;
 mod log_store;
 #[cfg(test)]
 mod log_store_suite;

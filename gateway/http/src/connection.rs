@@ -103,8 +103,12 @@ impl<B: http_body::Body + Unpin> http_body::Body for Tracked<B> {
 }
 
 /// Serves `tcp` with `service` until the client or a timeout ends it.
-pub async fn serve<S, F, O>(service: S, tcp: TcpStream, limits: ConnectionLimits)
-where
+pub async fn serve<S, F, O>(
+    service: S,
+    tcp: TcpStream,
+    limits: ConnectionLimits,
+    mut draining: tokio::sync::watch::Receiver<bool>,
+) where
     S: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<O>> + Send + 'static,
     O: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
@@ -135,6 +139,11 @@ where
                     tracing::debug!(error = %e, "connection ended");
                 }
                 return;
+            }
+            // The server stops: finish what is in flight, then close.
+            Ok(_) = draining.wait_for(|d| *d), if closing.is_none() => {
+                connection.as_mut().graceful_shutdown();
+                closing = Some(Instant::now());
             }
             () = tokio::time::sleep(check_every) => {
                 let now = Instant::now();

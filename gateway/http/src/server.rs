@@ -12,7 +12,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::backend::Backend;
 use crate::connection::ConnectionLimits;
@@ -74,9 +74,14 @@ pub async fn serve_surface<B: Backend>(
     .await
 }
 
+/// How long open connections may finish their requests after `shutdown`
+/// (spec/35, graceful voter shutdown): then they are dropped.
+pub const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Serves `service` on `listener` with `workers` threads until `shutdown`
-/// resolves. Takes a bound listener so callers (and tests) choose the
-/// address, port 0 included.
+/// resolves, then stops accepting, asks every connection to close after
+/// its requests in flight and waits up to `DRAIN_WAIT` for them. Takes a
+/// bound listener so callers (and tests) choose the address, port 0 included.
 pub async fn serve<S, F, O>(
     listener: TcpListener,
     workers: usize,
@@ -91,9 +96,13 @@ where
     O::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let workers = workers.max(1);
+    let (drain, draining) = watch::channel(false);
     let mut lanes = Vec::with_capacity(workers);
+    let mut drained = Vec::with_capacity(workers);
     for i in 0..workers {
-        lanes.push(start_worker(i, service.clone(), limits)?);
+        let (lane, done) = start_worker(i, service.clone(), limits, draining.clone())?;
+        lanes.push(lane);
+        drained.push(done);
     }
     let mut next = 0usize;
     let mut shutdown = std::pin::pin!(shutdown);
@@ -106,7 +115,7 @@ where
                     continue;
                 }
             },
-            () = &mut shutdown => return Ok(()),
+            () = &mut shutdown => break,
         };
         let _ = tcp.set_nodelay(true);
         let std_tcp = match tcp.into_std() {
@@ -121,6 +130,11 @@ where
         }
         next = next.wrapping_add(1);
     }
+    drop(listener);
+    drop(lanes);
+    let _ = drain.send(true);
+    let _ = tokio::time::timeout(DRAIN_WAIT, futures_util::future::join_all(drained)).await;
+    Ok(())
 }
 
 /// A worker thread with a one-worker runtime that serves the connections
@@ -131,7 +145,8 @@ fn start_worker<S, F, O>(
     index: usize,
     service: S,
     limits: ConnectionLimits,
-) -> std::io::Result<mpsc::UnboundedSender<std::net::TcpStream>>
+    draining: watch::Receiver<bool>,
+) -> std::io::Result<(mpsc::UnboundedSender<std::net::TcpStream>, tokio::sync::oneshot::Receiver<()>)>
 where
     S: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<O>> + Send + 'static,
@@ -139,18 +154,26 @@ where
     O::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let (tx, mut rx) = mpsc::unbounded_channel::<std::net::TcpStream>();
+    let (done, drained) = tokio::sync::oneshot::channel();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     std::thread::Builder::new().name(format!("ursula-http-{index}")).spawn(move || {
         runtime.block_on(async move {
+            let mut connections = tokio::task::JoinSet::new();
             while let Some(std_tcp) = rx.recv().await {
                 match TcpStream::from_std(std_tcp) {
                     Ok(tcp) => {
-                        tokio::spawn(crate::connection::serve(service.clone(), tcp, limits));
+                        connections.spawn(crate::connection::serve(service.clone(), tcp, limits, draining.clone()));
                     }
                     Err(e) => tracing::warn!(error = %e, "cannot adopt a connection"),
                 }
+                // Ended connections leave the set as new ones come.
+                while connections.try_join_next().is_some() {}
             }
+            // The listener stopped: each connection closes once its
+            // requests in flight are answered.
+            while connections.join_next().await.is_some() {}
+            let _ = done.send(());
         });
     })?;
-    Ok(tx)
+    Ok((tx, drained))
 }

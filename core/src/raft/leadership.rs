@@ -1,0 +1,246 @@
+//! Moving leaderships between voters: the admin transfer of one group, the
+//! balancer that keeps every voter near its fair share, and the hand-off
+//! of a voter that drains (maintenance or `SIGTERM`). openraft does the
+//! transfer itself (`trigger().transfer_leader`): the leader stops taking
+//! writes, tells every voter, and the target campaigns at once.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use openraft::async_runtime::WatchReceiver;
+
+use super::engine::{RaftEngine, RaftGroup};
+use super::types::NodeId;
+use crate::engine::{TransferError, Transferred};
+
+/// Whether this voter sheds its leaderships (drained for maintenance or
+/// shutting down): it neither campaigns nor accepts transfers.
+#[derive(Default)]
+pub struct Shed {
+    draining: AtomicBool,
+}
+
+impl Shed {
+    pub fn draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+}
+
+/// Counters of what moved leaderships here.
+#[derive(Default)]
+pub struct TransferStats {
+    pub triggered: AtomicU64,
+}
+
+impl RaftEngine {
+    /// The configured voters: every `[[raft.peers]]` entry, or this node alone.
+    pub fn voters(&self) -> Vec<NodeId> {
+        if self.client_urls.is_empty() {
+            return vec![self.node_id];
+        }
+        self.client_urls.keys().copied().collect()
+    }
+
+    pub fn shed(&self) -> &Shed {
+        &self.shed
+    }
+
+    /// Hands `group`'s leadership to voter `to`.
+    pub async fn transfer(&self, group: u32, to: NodeId) -> Result<Transferred, TransferError> {
+        let g = self.groups.get(group as usize).ok_or(TransferError::UnknownGroup(group))?;
+        let (leader, term) = {
+            let m = g.raft.metrics();
+            let m = m.borrow_watched();
+            (m.current_leader, m.current_term)
+        };
+        if leader != Some(self.node_id) {
+            return Err(TransferError::NotLeader { group, leader });
+        }
+        if to == self.node_id {
+            return Err(TransferError::InvalidTarget("the target is this node, which already leads the group"));
+        }
+        if !self.voters().contains(&to) {
+            return Err(TransferError::InvalidTarget("the target is not a voter of the group"));
+        }
+        self.trigger(group, g, to).await?;
+        Ok(Transferred { group, from: self.node_id, to, term })
+    }
+
+    async fn trigger(&self, group: u32, g: &RaftGroup, to: NodeId) -> Result<(), TransferError> {
+        g.raft.trigger().transfer_leader(to).await.map_err(|e| TransferError::Stopped { group, why: e.to_string() })?;
+        self.transfers.triggered.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(group, to, "leadership transfer triggered");
+        Ok(())
+    }
+
+    /// Every group's leader as this node sees it.
+    fn leaders(&self) -> Vec<Option<NodeId>> {
+        self.groups.iter().map(|g| g.raft.metrics().borrow_watched().current_leader).collect()
+    }
+
+    /// The peers that may take `group` now: caught up with this leader's log.
+    fn caught_up(&self, g: &RaftGroup) -> Vec<NodeId> {
+        let m = g.raft.metrics();
+        let m = m.borrow_watched();
+        let last = m.last_log_index;
+        let Some(replication) = &m.replication else { return Vec::new() };
+        replication
+            .iter()
+            .filter(|(id, matched)| **id != self.node_id && matched.as_ref().map(|l| l.index) >= last)
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// The peers that answer they may lead now, within `timeout`.
+    async fn willing_peers(&self, timeout: Duration) -> Vec<NodeId> {
+        let Some(peers) = &self.peers else { return Vec::new() };
+        let others: Vec<NodeId> = self.voters().into_iter().filter(|id| *id != self.node_id).collect();
+        let answers = futures_util::future::join_all(others.iter().map(|id| peers.shed_state(*id, timeout))).await;
+        others
+            .into_iter()
+            .zip(answers)
+            .filter_map(|(id, answer)| answer.ok().filter(|s| s.should_accept_transfer).map(|_| id))
+            .collect()
+    }
+
+    /// One balancer tick: moves up to `max` of this node's leaderships to
+    /// willing, caught-up peers that lead fewer groups; all of them, a few
+    /// per tick, while this node drains.
+    pub async fn balance_once(&self, max: usize, peer_timeout: Duration) -> usize {
+        let leaders = self.leaders();
+        if !leaders.contains(&Some(self.node_id)) {
+            return 0;
+        }
+        let willing = self.willing_peers(peer_timeout).await;
+        let caught_up: Vec<Vec<NodeId>> = self.groups.iter().map(|g| self.caught_up(g)).collect();
+        let moves = plan(&leaders, self.node_id, self.shed.draining(), &willing, &caught_up, max);
+        let mut moved = 0;
+        for (group, to) in moves {
+            if let Some(g) = self.groups.get(group as usize)
+                && self.trigger(group, g, to).await.is_ok()
+            {
+                moved += 1;
+            }
+        }
+        moved
+    }
+
+    /// Starts draining: no more campaigns here, and the balancer moves
+    /// every leadership away.
+    pub fn begin_drain(&self) {
+        self.shed.draining.store(true, Ordering::SeqCst);
+        for g in &self.groups {
+            g.raft.runtime_config().elect(false);
+        }
+    }
+
+    /// Hands every leadership of this node to caught-up willing peers and
+    /// waits (up to `deadline`) until another voter leads each group.
+    pub async fn hand_off_all(&self, deadline: Instant, peer_timeout: Duration) -> usize {
+        self.begin_drain();
+        loop {
+            let led = self.leaders().iter().filter(|l| **l == Some(self.node_id)).count();
+            if led == 0 || Instant::now() >= deadline {
+                return led;
+            }
+            self.balance_once(usize::MAX, peer_timeout).await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// Which of `me`'s leaderships go where: the groups led by `me` above its
+/// fair share (all of them when it drains), each to the willing caught-up
+/// peer that leads the fewest groups, at most `max` moves.
+pub fn plan(
+    leaders: &[Option<NodeId>],
+    me: NodeId,
+    draining: bool,
+    willing: &[NodeId],
+    caught_up: &[Vec<NodeId>],
+    max: usize,
+) -> Vec<(u32, NodeId)> {
+    if willing.is_empty() {
+        return Vec::new();
+    }
+    let mut load: BTreeMap<NodeId, usize> = willing.iter().map(|id| (*id, 0)).collect();
+    load.insert(me, 0);
+    for id in leaders.iter().flatten() {
+        if let Some(n) = load.get_mut(id) {
+            *n += 1;
+        }
+    }
+    // This node and the willing peers share the groups.
+    let sharing = willing.len() + usize::from(!draining);
+    let fair = leaders.len().div_ceil(sharing);
+    let keep = if draining { 0 } else { fair };
+    let mut moves = Vec::new();
+    for (group, leader) in leaders.iter().enumerate() {
+        let mine = load.get(&me).copied().unwrap_or(0);
+        if moves.len() >= max || mine <= keep {
+            break;
+        }
+        if *leader != Some(me) {
+            continue;
+        }
+        let target = caught_up
+            .get(group)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| load.get(id).map(|n| (*n, *id)))
+            .filter(|(_, id)| *id != me)
+            .min();
+        // A move must help: the target ends up with no more than this node keeps.
+        let Some((n, to)) = target.filter(|(n, _)| draining || n + 1 < mine) else { continue };
+        load.insert(to, n + 1);
+        load.insert(me, mine - 1);
+        moves.push((group as u32, to));
+    }
+    moves
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plan;
+
+    fn all_caught_up(groups: usize, peers: &[u64]) -> Vec<Vec<u64>> {
+        vec![peers.to_vec(); groups]
+    }
+
+    #[test]
+    fn a_node_leading_every_group_keeps_its_fair_share() {
+        let leaders = vec![Some(1); 12];
+        let moves = plan(&leaders, 1, false, &[2, 3], &all_caught_up(12, &[2, 3]), usize::MAX);
+        assert_eq!(moves.len(), 8, "12 groups over 3 voters: 4 each");
+        let to_2 = moves.iter().filter(|(_, to)| *to == 2).count();
+        assert_eq!((to_2, moves.len() - to_2), (4, 4));
+        assert_eq!(plan(&leaders, 1, false, &[2, 3], &all_caught_up(12, &[2, 3]), 3).len(), 3, "max per tick");
+    }
+
+    #[test]
+    fn a_balanced_cluster_moves_nothing() {
+        let leaders: Vec<Option<u64>> = (0..12).map(|g| Some(1 + g % 3)).collect();
+        assert!(plan(&leaders, 1, false, &[2, 3], &all_caught_up(12, &[2, 3]), usize::MAX).is_empty());
+        // 13 groups: one voter leads 5, within one of the others.
+        let leaders: Vec<Option<u64>> = (0..13).map(|g| Some(1 + g % 3)).collect();
+        assert!(plan(&leaders, 1, false, &[2, 3], &all_caught_up(13, &[2, 3]), usize::MAX).is_empty());
+    }
+
+    #[test]
+    fn a_draining_node_hands_off_everything_to_willing_caught_up_peers() {
+        let leaders = vec![Some(1), Some(1), Some(2), Some(1)];
+        let caught_up = vec![vec![2, 3], vec![3], vec![1, 3], vec![]];
+        let moves = plan(&leaders, 1, true, &[2, 3], &caught_up, usize::MAX);
+        assert_eq!(moves, [(0, 3), (1, 3)], "group 3 has no caught-up peer yet; ties go to the lower load");
+        assert!(plan(&leaders, 1, true, &[], &caught_up, usize::MAX).is_empty(), "no willing peer");
+        let unwilling_3 = plan(&leaders, 1, true, &[2], &caught_up, usize::MAX);
+        assert_eq!(unwilling_3, [(0, 2)], "a peer that may not lead gets nothing");
+    }
+
+    #[test]
+    fn groups_without_a_leader_do_not_count() {
+        let leaders = vec![Some(1), Some(1), None, None, Some(2), Some(3)];
+        assert!(plan(&leaders, 1, false, &[2, 3], &all_caught_up(6, &[2, 3]), usize::MAX).is_empty());
+    }
+}
