@@ -95,6 +95,9 @@ mod cluster;
 // Issue 6: partitions (per-link TCP proxies), kill -9 and restarts under writers and linearizable readers.
 mod cluster_faults;
 
+// Leadership: the admin transfer route, balance over the voters, hand-off on SIGTERM, failover figures, five voters.
+mod cluster_leadership;
+
 // StreamService, the private gRPC data plane on each node's client port.
 mod stream_plane;
 

@@ -149,7 +149,7 @@ pub struct RaftSection {
     /// Ours: a leader's heartbeat period (`100ms`).
     pub heartbeat_interval: Option<String>,
     /// Ours: a follower campaigns after hearing nothing for a random time
-    /// between these (`500ms`, `1s`).
+    /// between these (`400ms`, `800ms`).
     pub election_timeout_min: Option<String>,
     pub election_timeout_max: Option<String>,
     #[serde(default)]

@@ -10,7 +10,9 @@ use super::file::{LeadershipBalanceSection, RaftSection};
 
 /// openraft's timers for every group of the node. Chosen for a LAN: a
 /// follower that hears nothing for `election_timeout_min..max` campaigns
-/// (after a pre-vote), so writes resume about a second after a leader dies.
+/// (after a pre-vote), and its peers grant votes once they have not heard
+/// the old leader for `election_timeout_max` (openraft's leader lease), so
+/// writes resume about a second after a leader dies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RaftTiming {
     pub heartbeat_interval: Duration,
@@ -21,8 +23,8 @@ pub struct RaftTiming {
 impl RaftTiming {
     pub const DEFAULT: RaftTiming = RaftTiming {
         heartbeat_interval: Duration::from_millis(100),
-        election_timeout_min: Duration::from_millis(500),
-        election_timeout_max: Duration::from_millis(1000),
+        election_timeout_min: Duration::from_millis(400),
+        election_timeout_max: Duration::from_millis(800),
     };
 }
 

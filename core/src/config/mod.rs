@@ -55,7 +55,7 @@ pub struct NodeConfig {
 pub enum EngineConfig {
     /// The `default`/`dev` presets: one process, nothing survives a restart.
     Memory,
-    Raft(RaftConfig),
+    Raft(Box<RaftConfig>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -287,7 +287,7 @@ pub fn resolve(file: FileConfig, preset: Option<Preset>, cli: &CliOverrides) -> 
         raft.snapshot_store =
             snapshot::resolve(storage.snapshot, cold.as_ref(), clustered, raft.install_snapshot_timeout)?;
         raft.snapshot_drive_interval = snapshot::drive_interval(drive, raft.snapshot_store.is_some())?;
-        EngineConfig::Raft(raft)
+        EngineConfig::Raft(Box::new(raft))
     };
 
     Ok(NodeConfig {

@@ -50,7 +50,8 @@ pub struct Layout {
     pub raft_extra: String,
     /// More sections, after the peers (e.g. `[storage.cold]`).
     pub sections: String,
-    /// Each voter's admin plane (`server.admin_listen`), when set.
+    /// Each voter's admin plane (`server.admin_listen`): a port of its own
+    /// from `new`, so voters never contend for the default 127.0.0.1:4438.
     pub admin: Option<Vec<u16>>,
 }
 
@@ -61,6 +62,7 @@ impl Layout {
             Planes::Shared => client.clone(),
             Planes::Separate => (0..voters).map(|_| free_port()).collect(),
         };
+        let admin = (0..voters).map(|_| free_port()).collect();
         let dir = tempfile::tempdir().expect("tempdir");
         Layout {
             dir,
@@ -71,12 +73,28 @@ impl Layout {
             raft,
             raft_extra: String::new(),
             sections: String::new(),
-            admin: None,
+            admin: Some(admin),
         }
     }
 
     pub fn voters(&self) -> usize {
         self.client.len()
+    }
+
+    /// Voter `i`'s client plane, `http://127.0.0.1:PORT`.
+    pub fn client_url(&self, i: usize) -> String {
+        format!("http://127.0.0.1:{}", self.client[i])
+    }
+
+    /// Every voter's client plane, in voter order (node id `i + 1` at `i`).
+    pub fn client_urls(&self) -> Vec<String> {
+        (0..self.voters()).map(|i| self.client_url(i)).collect()
+    }
+
+    /// Voter `i`'s admin plane, `http://127.0.0.1:PORT`.
+    pub fn admin_url(&self, i: usize) -> String {
+        let ports = self.admin.as_ref().expect("a layout with admin planes");
+        format!("http://127.0.0.1:{}", ports[i])
     }
 
     /// Writes voter `i`'s config, where it dials peer `j` at
