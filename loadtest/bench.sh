@@ -10,7 +10,7 @@
 #   TARGET: append32 append8 fanout catchup idle (issue 4), raft8 raft32 (issue 5),
 #           cluster8 cluster32 (issue 6), gateway8 gwcatchup gwchunks (issue 8),
 #           coldcatchup coldappend (issue 7), gwauth8 gwauth32 (issue 18),
-#           gwquota8 gwquota32 (issue 19)
+#           gwquota8 gwquota32 (issue 19), voters8 voters32 (issue 20)
 # URSULA_BIN and LOADTEST_BIN override the binaries (e.g. copies of a build
 # that later builds must not replace mid-run).
 set -euo pipefail
@@ -133,6 +133,38 @@ run_cluster() {
   pids=()
 }
 
+# run_voters NAME SCENARIO...: one durable node against three voters (both
+# fsync=never, loopback, the load on the same cores), each reached through
+# a gateway as clients reach them and directly, in one run: single-gw
+# first, so ratios read "X / single node through a gateway".
+run_voters() {
+  local name="$1"; shift
+  start_ours single --config "$(raft_config "$name" never)"; local us="$last_url" ps="$last_pid"
+  rm -rf "$out/cluster-$name"
+  "$root/scripts/cluster-up.sh" "$ursula" "$out/cluster-$name"
+  local uc pc
+  uc="$(head -n 1 "$out/cluster-$name/urls")"; pc="$(head -n 1 "$out/cluster-$name/pids")"
+  "$ursula" gateway --listen 127.0.0.1:0 --upstream "$us" >"$out/$name-gw-single.log" 2>&1 &
+  local pgs=$!; pids+=("$pgs")
+  local ugs; ugs=$(wait_url "$out/$name-gw-single.log" "ursula gateway listening on")
+  start_gateway "$name-gw-cluster" "$out/cluster-$name"; local ugc="$last_url" pgc="$last_pid"
+  # The balancer spreads the fresh cluster's leaderships; the gateways find their upstreams.
+  sleep 3
+  local cmd=("$lt" compare
+    --url "$ugs" --path-template '/bench/{name}' --label single-gw --server-pid "$ps"
+    --url "$ugc" --path-template '/bench/{name}' --label voters-gw --server-pid "$pc"
+    --url "$us" --path-template '/bench/{name}' --label single --server-pid "$ps"
+    --url "$uc" --path-template '/bench/{name}' --label voters --server-pid "$pc"
+    --json "$out/$name.json" "$@")
+  echo "== $name: ${cmd[*]}" | tee "$out/$name.txt"
+  "${cmd[@]}" 2>&1 | tee -a "$out/$name.txt"
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  # shellcheck disable=SC2046
+  kill $(cat "$out/cluster-$name/pids") 2>/dev/null || true
+  wait 2>/dev/null || true
+  pids=()
+}
+
 # start_gateway LABEL CLUSTER_DIR [ARGS...]: `ursula gateway` in front of the
 # cluster's voters; sets last_url, last_pid.
 start_gateway() {
@@ -229,6 +261,9 @@ for t in "${targets[@]}"; do
     # Issue 6: three voters on loopback against a single durable node.
     cluster8) run_cluster cluster8 append --streams 8 --writers 8 --bytes 256 --duration 5 --rounds 3 ;;
     cluster32) run_cluster cluster32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
+    # Issue 20: three voters on openraft 0.10 against one durable node, through gateways and direct.
+    voters8) run_voters voters8 append --streams 8 --writers 8 --bytes 256 --duration 5 --rounds 3 ;;
+    voters32) run_voters voters32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
     # Issue 8: through a gateway against straight to the leaders, and the
     # gateway's immutable-read cache against the same gateway without it.
     gateway8) run_gateway gateway8 direct "" gateway "" \
