@@ -158,9 +158,14 @@ run_voters() {
     --json "$out/$name.json" "$@")
   echo "== $name: ${cmd[*]}" | tee "$out/$name.txt"
   "${cmd[@]}" 2>&1 | tee -a "$out/$name.txt"
+  stop_all "$name"
+}
+
+# stop_all NAME: stops every server started for target NAME, its cluster too.
+stop_all() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   # shellcheck disable=SC2046
-  kill $(cat "$out/cluster-$name/pids") 2>/dev/null || true
+  kill $(cat "$out/cluster-$1/pids") 2>/dev/null || true
   wait 2>/dev/null || true
   pids=()
 }
@@ -205,11 +210,7 @@ run_gateway() {
     --json "$out/$name.json" "$@")
   echo "== $name: ${cmd[*]}" | tee "$out/$name.txt"
   "${cmd[@]}" 2>&1 | tee -a "$out/$name.txt"
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  # shellcheck disable=SC2046
-  kill $(cat "$out/cluster-$name/pids") 2>/dev/null || true
-  wait 2>/dev/null || true
-  pids=()
+  stop_all "$name"
 }
 
 # s3_up: `ursula-loadtest s3-server` (s3s-fs) over a fresh directory under

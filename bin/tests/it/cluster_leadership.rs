@@ -284,7 +284,7 @@ fn check_refusal(voter: usize, answer: &reqwest::Response) {
 }
 
 /// The group of the stream `/{bucket}/{stream}` among `group_count`, as the servers route it.
-fn group_of(path: &str, group_count: u32) -> usize {
+pub(crate) fn group_of(path: &str, group_count: u32) -> usize {
     let (bucket, stream) = path.trim_start_matches('/').split_once('/').expect("/bucket/stream");
     let key = ursula_stream::StreamKey::parse(bucket, stream).expect("a valid stream key");
     ursula_stream::routing::group_of(&key, group_count).0 as usize
@@ -366,7 +366,7 @@ async fn agreed_leaders(http: &reqwest::Client, urls: &[String]) -> Option<Vec<u
 
 /// Waits until the voters at `urls` agree on a leader for every group and
 /// the leaders `fit`; returns them (node ids, by group).
-async fn wait_leaders(
+pub(crate) async fn wait_leaders(
     http: &reqwest::Client,
     urls: &[String],
     within: Duration,

@@ -63,7 +63,7 @@ async fn two_gateways_carry_producer_writes_across_a_leader_kill_exactly_once() 
     let mut producer = writer(http.clone());
     for seq in 0..RECORDS {
         if seq == 20 {
-            // Node 1 bootstrapped, and so leads, every group.
+            // Node 1 goes, with the leaderships it holds.
             voters[0].take().expect("the leader").kill9();
         }
         if seq == 40 {

@@ -89,8 +89,14 @@ async fn sse_readers_share_one_upstream_watch_and_resume_across_a_leader_kill() 
     for seq in 10..20 {
         write(&mut producer, &urls, seq).await;
     }
-    // Node 1 bootstrapped, and so leads, every group.
-    voters[0].take().expect("the leader").kill9();
+    // The stream's leader goes (the voters share the groups' leaderships).
+    let group = crate::cluster_leadership::group_of(S, layout.group_count);
+    let urls_of_voters = layout.client_urls();
+    let http = no_redirects();
+    let leaders =
+        crate::cluster_leadership::wait_leaders(&http, &urls_of_voters, PATIENCE, "every group led", |_| true).await;
+    let leader = usize::try_from(leaders[group] - 1).expect("a voter index");
+    voters[leader].take().expect("the leader").kill9();
     for seq in 20..RECORDS {
         write(&mut producer, &urls, seq).await;
     }

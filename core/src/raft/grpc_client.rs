@@ -130,17 +130,30 @@ impl Peers {
         Ok(batcher)
     }
 
+    /// One call to peer `node` within `wait`: the peer's url and its reply.
+    async fn ask<Rep, Fut>(
+        &self,
+        node: NodeId,
+        wait: std::time::Duration,
+        send: impl FnOnce(RaftServiceClient<Channel>) -> Fut,
+    ) -> Result<(&str, Rep), PeerError>
+    where
+        Fut: Future<Output = Result<Response<Rep>, Status>>,
+    {
+        let url = self.urls.get(&node).ok_or(PeerError::NotConfigured(node))?;
+        let reply = tokio::time::timeout(wait, send(self.client(url)?))
+            .await
+            .map_err(|_| PeerError::Timeout { url: url.clone(), after: wait })?
+            .map_err(|status| PeerError::Status { url: url.clone(), status })?;
+        Ok((url, reply.into_inner()))
+    }
+
     /// What peer `node` holds of `group` (the per-group bootstrap).
     pub async fn probe(&self, node: NodeId, group: u32) -> Result<pb::GroupHolding, PeerError> {
         use pb::probe_group_reply::Result as R;
-        let url = self.urls.get(&node).ok_or(PeerError::NotConfigured(node))?;
-        let mut client = self.client(url)?;
         let request = pb::ProbeGroupRequest { preamble: Some(self.preamble(group)) };
-        let reply = tokio::time::timeout(PROBE_WAIT, client.probe_group(request))
-            .await
-            .map_err(|_| PeerError::Timeout { url: url.clone(), after: PROBE_WAIT })?
-            .map_err(|status| PeerError::Status { url: url.clone(), status })?;
-        match reply.into_inner().result {
+        let (url, reply) = self.ask(node, PROBE_WAIT, |mut c| async move { c.probe_group(request).await }).await?;
+        match reply.result {
             Some(R::Holding(h)) => Ok(h),
             Some(R::Refusal(r)) => {
                 if r.kind() == Kind::ClusterMismatch {
@@ -148,7 +161,7 @@ impl Peers {
                 }
                 Err(PeerError::refused(url, &r))
             }
-            None => Err(PeerError::Empty { url: url.clone() }),
+            None => Err(PeerError::Empty { url: url.to_owned() }),
         }
     }
 
@@ -156,35 +169,25 @@ impl Peers {
     /// before a local read is as fresh as a leader read.
     pub async fn read_barrier(&self, leader: NodeId, group: u32) -> Result<u64, PeerError> {
         use pb::read_barrier_reply::Result as R;
-        let url = self.urls.get(&leader).ok_or(PeerError::NotConfigured(leader))?;
-        let mut client = self.client(url)?;
         let request = pb::ReadBarrierRequest { preamble: Some(self.preamble(group)) };
-        let reply = tokio::time::timeout(BARRIER_WAIT, client.read_barrier(request))
-            .await
-            .map_err(|_| PeerError::Timeout { url: url.clone(), after: BARRIER_WAIT })?
-            .map_err(|status| PeerError::Status { url: url.clone(), status })?;
-        match reply.into_inner().result {
+        let (url, reply) = self.ask(leader, BARRIER_WAIT, |mut c| async move { c.read_barrier(request).await }).await?;
+        match reply.result {
             Some(R::Index(index)) => Ok(index),
-            Some(R::NotLeader(_)) => Err(PeerError::NotLeader { url: url.clone(), group }),
+            Some(R::NotLeader(_)) => Err(PeerError::NotLeader { url: url.to_owned(), group }),
             Some(R::Refusal(r)) => Err(PeerError::refused(url, &r)),
-            None => Err(PeerError::Empty { url: url.clone() }),
+            None => Err(PeerError::Empty { url: url.to_owned() }),
         }
     }
 
     /// Whether peer `node` may take leaderships now.
-    pub async fn shed_state(&self, node: NodeId, timeout: std::time::Duration) -> Result<pb::ShedState, PeerError> {
+    pub async fn shed_state(&self, node: NodeId, wait: std::time::Duration) -> Result<pb::ShedState, PeerError> {
         use pb::leadership_shed_reply::Result as R;
-        let url = self.urls.get(&node).ok_or(PeerError::NotConfigured(node))?;
-        let mut client = self.client(url)?;
         let request = pb::LeadershipShedRequest { preamble: Some(self.preamble(0)) };
-        let reply = tokio::time::timeout(timeout, client.leadership_shed(request))
-            .await
-            .map_err(|_| PeerError::Timeout { url: url.clone(), after: timeout })?
-            .map_err(|status| PeerError::Status { url: url.clone(), status })?;
-        match reply.into_inner().result {
+        let (url, reply) = self.ask(node, wait, |mut c| async move { c.leadership_shed(request).await }).await?;
+        match reply.result {
             Some(R::State(state)) => Ok(state),
             Some(R::Refusal(r)) => Err(PeerError::refused(url, &r)),
-            None => Err(PeerError::Empty { url: url.clone() }),
+            None => Err(PeerError::Empty { url: url.to_owned() }),
         }
     }
 

@@ -10,6 +10,11 @@ use ursula_stream::routing::group_of;
 
 use super::{CallError, Client, HOP_WINDOW, MAX_HOPS, Upstreams, exhausted};
 
+/// How long a request waits for a group without a leader to elect one.
+const LEADER_SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+/// The first pause before asking the upstreams again; it doubles.
+const SETTLE_PAUSE: std::time::Duration = std::time::Duration::from_millis(25);
+
 impl Upstreams {
     fn leader_of(&self, group: usize) -> Option<usize> {
         self.leaders.read().unwrap_or_else(|p| p.into_inner()).get(group).copied().flatten()
@@ -43,78 +48,99 @@ impl Upstreams {
         self.stats.calls.fetch_add(1, Relaxed);
         let group = group_of(key, self.group_count).0 as usize;
         let n = self.clients.len();
-        let mut tried = vec![false; n];
         let mut at = self.leader_of(group).unwrap_or_else(|| self.next_untried(group % n, &vec![false; n], true));
         let started = Instant::now();
         let mut any_answered = false;
-        for hop in 0..=MAX_HOPS {
-            if hop > 0 {
-                self.stats.hops.fetch_add(1, Relaxed);
-                if started.elapsed() > HOP_WINDOW {
-                    break;
+        let mut pause = SETTLE_PAUSE;
+        loop {
+            let mut tried = vec![false; n];
+            // Every upstream answered that it does not lead and knows no leader
+            // to send us to: an election or a transfer is under way.
+            let mut leaderless = false;
+            for hop in 0..=MAX_HOPS {
+                if hop > 0 {
+                    self.stats.hops.fetch_add(1, Relaxed);
+                    if started.elapsed() > HOP_WINDOW {
+                        break;
+                    }
+                }
+                tried[at] = true;
+                let next_untried = |from: usize, tried: &[bool]| {
+                    let next = self.next_untried(from, tried, false);
+                    (!tried[next]).then_some(next)
+                };
+                let outcome = f(self.clients[at].clone()).await;
+                match &outcome {
+                    Err(CallError::Unreached(_) | CallError::Broken(_)) => self.health.failed(at, Instant::now()),
+                    _ => {
+                        any_answered = true;
+                        self.health.answered(at, Instant::now());
+                    }
+                }
+                match outcome {
+                    Ok(value) => {
+                        self.set_leader(group, Some(at));
+                        return Ok(value);
+                    }
+                    Err(CallError::Refused(Refused::NotLeader { leader, .. })) => {
+                        let hinted = leader.as_ref().and_then(|h| self.index_of(&h.client_url));
+                        self.set_leader(group, hinted);
+                        match hinted.filter(|i| !tried[*i]).or_else(|| next_untried(at, &tried)) {
+                            Some(next) => at = next,
+                            None => {
+                                leaderless = true;
+                                break;
+                            }
+                        }
+                    }
+                    Err(CallError::Refused(Refused::Backend(BackendError::Unavailable {
+                        reason: Unavailable::NoLeader,
+                        ..
+                    }))) => match next_untried(at, &tried) {
+                        Some(next) => at = next,
+                        None => {
+                            leaderless = true;
+                            break;
+                        }
+                    },
+                    Err(CallError::Refused(Refused::Backend(e))) => return Err(e),
+                    Err(CallError::Refused(other)) => {
+                        self.stats.upstream_errors.fetch_add(1, Relaxed);
+                        return Err(BackendError::Internal(format!("upstream refused: {other:?}")));
+                    }
+                    Err(CallError::Unreached(why)) => {
+                        self.stats.upstream_errors.fetch_add(1, Relaxed);
+                        tracing::debug!(upstream = %self.urls[at], %why, "upstream unreachable");
+                        self.set_leader(group, None);
+                        match next_untried(at, &tried) {
+                            Some(next) => at = next,
+                            None => break,
+                        }
+                    }
+                    Err(CallError::Broken(why)) => {
+                        self.stats.upstream_errors.fetch_add(1, Relaxed);
+                        self.set_leader(group, None);
+                        if !resend {
+                            // It may have been proposed: the client repeats it with its key.
+                            return Err(BackendError::OutcomeUnknown { retry_after_secs: 1 });
+                        }
+                        tracing::debug!(upstream = %self.urls[at], %why, "upstream call failed");
+                        match next_untried(at, &tried) {
+                            Some(next) => at = next,
+                            None => break,
+                        }
+                    }
                 }
             }
-            tried[at] = true;
-            let next_untried = |from: usize, tried: &[bool]| {
-                let next = self.next_untried(from, tried, false);
-                (!tried[next]).then_some(next)
-            };
-            let outcome = f(self.clients[at].clone()).await;
-            match &outcome {
-                Err(CallError::Unreached(_) | CallError::Broken(_)) => self.health.failed(at, Instant::now()),
-                _ => {
-                    any_answered = true;
-                    self.health.answered(at, Instant::now());
-                }
+            // A leadership that moves (a transfer, a balancer tick, a voter's
+            // graceful stop) settles within an election: the request waits for
+            // it rather than answering 503, nothing having been proposed.
+            if !leaderless || started.elapsed() + pause > LEADER_SETTLE {
+                break;
             }
-            match outcome {
-                Ok(value) => {
-                    self.set_leader(group, Some(at));
-                    return Ok(value);
-                }
-                Err(CallError::Refused(Refused::NotLeader { leader, .. })) => {
-                    let hinted = leader.as_ref().and_then(|h| self.index_of(&h.client_url));
-                    self.set_leader(group, hinted);
-                    match hinted.filter(|i| !tried[*i]).or_else(|| next_untried(at, &tried)) {
-                        Some(next) => at = next,
-                        None => break,
-                    }
-                }
-                Err(CallError::Refused(Refused::Backend(BackendError::Unavailable {
-                    reason: Unavailable::NoLeader,
-                    ..
-                }))) => match next_untried(at, &tried) {
-                    Some(next) => at = next,
-                    None => break,
-                },
-                Err(CallError::Refused(Refused::Backend(e))) => return Err(e),
-                Err(CallError::Refused(other)) => {
-                    self.stats.upstream_errors.fetch_add(1, Relaxed);
-                    return Err(BackendError::Internal(format!("upstream refused: {other:?}")));
-                }
-                Err(CallError::Unreached(why)) => {
-                    self.stats.upstream_errors.fetch_add(1, Relaxed);
-                    tracing::debug!(upstream = %self.urls[at], %why, "upstream unreachable");
-                    self.set_leader(group, None);
-                    match next_untried(at, &tried) {
-                        Some(next) => at = next,
-                        None => break,
-                    }
-                }
-                Err(CallError::Broken(why)) => {
-                    self.stats.upstream_errors.fetch_add(1, Relaxed);
-                    self.set_leader(group, None);
-                    if !resend {
-                        // It may have been proposed: the client repeats it with its key.
-                        return Err(BackendError::OutcomeUnknown { retry_after_secs: 1 });
-                    }
-                    tracing::debug!(upstream = %self.urls[at], %why, "upstream call failed");
-                    match next_untried(at, &tried) {
-                        Some(next) => at = next,
-                        None => break,
-                    }
-                }
-            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(SETTLE_PAUSE * 8);
+            at = self.leader_of(group).unwrap_or_else(|| self.next_untried(group % n, &vec![false; n], true));
         }
         self.stats.exhausted.fetch_add(1, Relaxed);
         Err(exhausted(any_answered))
