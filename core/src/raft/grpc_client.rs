@@ -33,6 +33,19 @@ use pb::refusal::Kind;
 /// openraft hands over.
 const MAX_APPEND_BYTES: usize = super::log_store::MAX_REPLICATION_BYTES;
 
+/// The slowest transfer rate an AppendEntries payload is given time for.
+/// openraft's deadline for a replication call is the heartbeat interval,
+/// right for a heartbeat but not for a 32 MiB entry: a call cut off at that
+/// deadline is resent whole and cut off again, and the entry never commits.
+const SLOWEST_PAYLOAD_BYTES_PER_SEC: u64 = 8 * 1024 * 1024;
+
+/// The deadline of an AppendEntries call of `payload` bytes: openraft's
+/// soft deadline, plus the time the bytes take at the slowest rate.
+fn append_deadline(option: &RPCOption, payload: usize) -> std::time::Duration {
+    let transfer_ms = (payload as u64).saturating_mul(1000) / SLOWEST_PAYLOAD_BYTES_PER_SEC;
+    option.soft_ttl() + std::time::Duration::from_millis(transfer_ms)
+}
+
 /// Cuts `req` to the longest prefix of entries within `max_bytes` (at least
 /// one); returns the log id of the last entry kept when it cut any.
 fn bound_append(
@@ -291,9 +304,10 @@ impl RaftNetworkV2<TypeConfig> for GrpcPeer {
         // Bounded in bytes, whatever the entry sizes: the rest goes in the next call.
         let sent_up_to = bound_append(&mut req, &rpc, MAX_APPEND_BYTES);
         let batcher = self.peers.batcher(&self.url).map_err(unreachable)?;
-        let sent = match tokio::time::timeout(option.soft_ttl(), batcher.send(req)).await {
+        let deadline = append_deadline(&option, req.entries.iter().map(Vec::len).sum());
+        let sent = match tokio::time::timeout(deadline, batcher.send(req)).await {
             Ok(sent) => sent,
-            Err(_) => Err(PeerError::Timeout { url: self.url.clone(), after: option.soft_ttl() }),
+            Err(_) => Err(PeerError::Timeout { url: self.url.clone(), after: deadline }),
         };
         self.peers.observe(&self.url, &sent);
         let reply = sent.map_err(unreachable)?;
@@ -419,5 +433,13 @@ mod tests {
         let (mut req, rpc) = rpc_of(&[32 * MIB, MIB], 1);
         let last = bound_append(&mut req, &rpc, 8 * MIB).expect("cut");
         assert_eq!((req.entries.len(), last.index), (1, 1), "one entry always goes, whatever its size");
+    }
+
+    #[test]
+    fn an_append_has_time_for_its_payload_beyond_the_heartbeat_deadline() {
+        use std::time::Duration;
+        let option = RPCOption::new(Duration::from_millis(100));
+        assert_eq!(append_deadline(&option, 0), option.soft_ttl(), "a heartbeat keeps openraft's deadline");
+        assert_eq!(append_deadline(&option, 32 * 1024 * 1024), option.soft_ttl() + Duration::from_secs(4));
     }
 }
