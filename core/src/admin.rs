@@ -25,7 +25,7 @@ use ursula_stream::StreamKey;
 
 use crate::backend::NodeBackend;
 use crate::cold::Cold;
-use crate::engine::{GroupEngine, TransferError};
+use crate::engine::{AdminError, GroupEngine, TransferError};
 use crate::process::process_incarnation;
 
 const INCARNATION_HEADER: &str = "x-ursula-process-incarnation";
@@ -69,7 +69,29 @@ impl<E: GroupEngine> Admin<E> {
                 }
                 self.transfer_leader(group, node).await
             }
+            (&Method::GET, ["__ursula", "leadership-shed"])
+            | (&Method::GET, ["__ursula", "leadership-shed", "maintenance"]) => self.maintenance(None).await,
+            (&Method::POST | &Method::DELETE, ["__ursula", "leadership-shed", "maintenance"]) => {
+                if let Err(refused) = check_incarnation(&req) {
+                    return refusal(refused);
+                }
+                self.maintenance(Some(req.method() == Method::POST)).await
+            }
+            (&Method::POST, ["__ursula", "raft", group, "snapshot"]) => {
+                if let Err(refused) = check_incarnation(&req) {
+                    return refusal(refused);
+                }
+                self.snapshot(group).await
+            }
+            (&Method::GET, ["__ursula", "raft", group, "quorum"]) => {
+                if let Err(refused) = check_incarnation(&req) {
+                    return refusal(refused);
+                }
+                self.quorum(group).await
+            }
             (_, ["__ursula", "raft", _, "leader", "transfer", _])
+            | (_, ["__ursula", "raft", _, "snapshot" | "quorum"])
+            | (_, ["__ursula", "leadership-shed", ..])
             | (_, ["__ursula", "flush-cold", ..])
             | (_, ["__ursula", "metrics" | "ready" | "usage"]) => refusal(ApiError::MethodNotAllowed),
             _ => refusal(ApiError::NotFound),
@@ -127,6 +149,66 @@ impl<E: GroupEngine> Admin<E> {
             }
         };
         refusal(admin_refusal(status, code, message))
+    }
+}
+
+impl<E: GroupEngine> Admin<E> {
+    /// `GET`, `POST` and `DELETE /__ursula/leadership-shed/maintenance` (spec/35).
+    async fn maintenance(&self, set: Option<bool>) -> Answer {
+        match self.engine.maintenance(set).await {
+            Ok(state) => json_answer(StatusCode::OK, serde_json::json!(state)),
+            Err(e) => admin_error(e),
+        }
+    }
+
+    /// `GET /__ursula/raft/{group}/quorum` (spec/34 "verify-quorum").
+    async fn quorum(&self, group: &str) -> Answer {
+        let Ok(group) = group.parse::<u32>() else {
+            return refusal(ApiError::NotFound);
+        };
+        match self.engine.quorum(group).await {
+            Ok(p) => json_answer(
+                StatusCode::OK,
+                serde_json::json!({
+                    "raft_group_id": p.group, "leader": p.leader, "term": p.term,
+                    "required_applied_index": p.required_applied_index,
+                }),
+            ),
+            Err(e) => admin_error(e),
+        }
+    }
+
+    /// `POST /__ursula/raft/{group}/snapshot` (spec/35).
+    async fn snapshot(&self, group: &str) -> Answer {
+        let Ok(group) = group.parse::<u32>() else {
+            return refusal(ApiError::NotFound);
+        };
+        match self.engine.snapshot(group).await {
+            Ok(t) => json_answer(
+                StatusCode::OK,
+                serde_json::json!({ "raft_group_id": t.group, "snapshot_index": t.snapshot_index }),
+            ),
+            Err(e) => admin_error(e),
+        }
+    }
+}
+
+fn admin_error(e: AdminError) -> Answer {
+    match e {
+        AdminError::NotLeader(_) => {
+            refusal(admin_refusal(StatusCode::CONFLICT, ErrorCode::NotLeader, "this node does not lead the group"))
+        }
+        AdminError::NoRaft | AdminError::UnknownGroup(_) => refusal(ApiError::NotFound),
+        AdminError::Busy(_) => {
+            let why = "no snapshot of the group could start in time: retry";
+            let mut answer = refusal(admin_refusal(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::RaftSnapshotBusy, why));
+            answer.headers_mut().insert(http::header::RETRY_AFTER, http::HeaderValue::from_static("1"));
+            answer
+        }
+        AdminError::Failed(why) => {
+            tracing::error!(error = %why, "an admin operation failed");
+            refusal(admin_refusal(StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal, "the operation failed"))
+        }
     }
 }
 

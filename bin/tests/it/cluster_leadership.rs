@@ -258,11 +258,11 @@ async fn five_voters_write_on_after_two_are_killed_at_once() {
     converge(&http, &survivors, S, RECORDS).await;
 }
 
-fn record(seq: u64) -> String {
+pub(crate) fn record(seq: u64) -> String {
     format!("l{seq:05}\n")
 }
 
-fn client() -> reqwest::Client {
+pub(crate) fn client() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(3)).build().expect("client")
 }
 
@@ -291,13 +291,13 @@ pub(crate) fn group_of(path: &str, group_count: u32) -> usize {
 }
 
 /// `n` streams of `bucket`, each in a group of its own.
-fn streams_in_distinct_groups(bucket: &str, n: usize, group_count: u32) -> Vec<String> {
+pub(crate) fn streams_in_distinct_groups(bucket: &str, n: usize, group_count: u32) -> Vec<String> {
     let mut groups = BTreeSet::new();
     (0..).map(|i| format!("/{bucket}/s{i}")).filter(|p| groups.insert(group_of(p, group_count))).take(n).collect()
 }
 
 /// Starts every voter of `layout` and waits until each is ready.
-async fn start_all(layout: &Layout) -> Vec<Option<Node>> {
+pub(crate) async fn start_all(layout: &Layout) -> Vec<Option<Node>> {
     let nodes: Vec<Option<Node>> = (0..layout.voters()).map(|i| Some(layout.start(i))).collect();
     for node in nodes.iter().flatten() {
         wait_ready(node).await;
@@ -306,7 +306,7 @@ async fn start_all(layout: &Layout) -> Vec<Option<Node>> {
 }
 
 /// Creates the `text/plain` stream `path` through whichever voter takes it.
-async fn create(http: &reqwest::Client, urls: &[String], path: &str) {
+pub(crate) async fn create(http: &reqwest::Client, urls: &[String], path: &str) {
     let deadline = Instant::now() + PATIENCE;
     loop {
         for url in urls {
@@ -322,7 +322,7 @@ async fn create(http: &reqwest::Client, urls: &[String], path: &str) {
 }
 
 /// `GET {base}/__ursula/metrics`, when it answers `200` with JSON.
-async fn metrics(http: &reqwest::Client, base: &str) -> Option<Value> {
+pub(crate) async fn metrics(http: &reqwest::Client, base: &str) -> Option<Value> {
     let answer = http.get(format!("{base}/__ursula/metrics")).send().await.ok()?;
     if answer.status() != 200 {
         return None;
@@ -490,7 +490,7 @@ async fn transfer_to(http: &reqwest::Client, layout: &Layout, urls: &[String], g
 /// Waits until every voter at `urls` serves, from its own replica, exactly
 /// the `acked` acknowledged records of `path`, or one more: the writer's
 /// last in-flight attempt may have applied after it stopped.
-async fn converge(http: &reqwest::Client, urls: &[String], path: &str, acked: u64) {
+pub(crate) async fn converge(http: &reqwest::Client, urls: &[String], path: &str, acked: u64) {
     let expected: String = (0..acked).map(record).collect();
     let with_last_attempt = format!("{expected}{}", record(acked));
     for url in urls {
@@ -523,14 +523,14 @@ struct Tally {
 
 /// One producer per stream, appending through every voter (following
 /// redirects) until `finish`; each write's refusals go to `check_refusal`.
-struct Load {
+pub(crate) struct Load {
     stop: Arc<AtomicBool>,
     tallies: Vec<Arc<Tally>>,
     tasks: Vec<JoinHandle<()>>,
 }
 
 impl Load {
-    fn start(urls: &[String], streams: &[String]) -> Load {
+    pub(crate) fn start(urls: &[String], streams: &[String]) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let (mut tallies, mut tasks) = (Vec::new(), Vec::new());
         for path in streams {
@@ -568,7 +568,7 @@ impl Load {
     }
 
     /// Waits until every stream has three more acknowledged writes.
-    async fn progress(&self) {
+    pub(crate) async fn progress(&self) {
         let before = self.acked();
         let deadline = Instant::now() + PATIENCE;
         while self.acked().iter().zip(&before).any(|(now, then)| *now < then + 3) {
@@ -586,7 +586,7 @@ impl Load {
     }
 
     /// Stops the producers; returns each stream's acknowledged writes.
-    async fn finish(self) -> Vec<u64> {
+    pub(crate) async fn finish(self) -> Vec<u64> {
         self.stop.store(true, Ordering::SeqCst);
         for task in self.tasks {
             task.await.expect("a writer panicked");

@@ -98,6 +98,9 @@ mod cluster_faults;
 // Leadership: the admin transfer route, balance over the voters, hand-off on SIGTERM, failover figures, five voters.
 mod cluster_leadership;
 
+// `ursulactl` against real voters: a rolling restart it drives, its gates and exit codes.
+mod ctl;
+
 // StreamService, the private gRPC data plane on each node's client port.
 mod stream_plane;
 

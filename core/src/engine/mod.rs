@@ -73,6 +73,50 @@ pub enum TransferError {
     Stopped { group: u32, why: String },
 }
 
+/// A node's leadership-shed state (spec/35 "Maintenance drain").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct ShedState {
+    pub bits: u8,
+    pub state: &'static str,
+    pub should_accept_transfer: bool,
+    pub should_campaign: bool,
+    pub should_shed_current_leaders: bool,
+}
+
+/// A snapshot the admin plane asked for: the group's snapshot covers
+/// everything it had applied when asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotTaken {
+    pub group: u32,
+    pub snapshot_index: u64,
+}
+
+/// A leader's proof of its leadership (`GET /__ursula/raft/{group}/quorum`):
+/// a quorum confirmed it in `term` after the request arrived, and every
+/// replica that applies `required_applied_index` holds what it committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuorumProof {
+    pub group: u32,
+    pub leader: u64,
+    pub term: u64,
+    pub required_applied_index: u64,
+}
+
+/// Why an admin operation on a node's Raft was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AdminError {
+    #[error("this node runs no Raft")]
+    NoRaft,
+    #[error("raft group {0} is not registered on this node")]
+    UnknownGroup(u32),
+    #[error("this node does not lead raft group {0}")]
+    NotLeader(u32),
+    #[error("no snapshot of raft group {0} could start in time")]
+    Busy(u32),
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// How a wait on a stream ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Waited {
@@ -127,6 +171,19 @@ pub trait GroupEngine: Send + Sync + 'static {
             TransferError::InvalidTarget("the target is not a voter of the group")
         };
         async move { Err(refused) }
+    }
+    /// Sets (`Some(true)`), lifts (`Some(false)`) or reads (`None`) the
+    /// maintenance drain mark.
+    fn maintenance(&self, _set: Option<bool>) -> impl Future<Output = Result<ShedState, AdminError>> + Send {
+        async { Err(AdminError::NoRaft) }
+    }
+    /// Takes a snapshot of `group` covering everything it applied so far.
+    fn snapshot(&self, _group: u32) -> impl Future<Output = Result<SnapshotTaken, AdminError>> + Send {
+        async { Err(AdminError::NoRaft) }
+    }
+    /// Proves this node's leadership of `group` with a fresh quorum round.
+    fn quorum(&self, _group: u32) -> impl Future<Output = Result<QuorumProof, AdminError>> + Send {
+        async { Err(AdminError::NoRaft) }
     }
     /// Orders and applies one command in `group`, stamping its time and index.
     fn propose(&self, group: GroupId, command: Command) -> impl Future<Output = Result<Outcome, EngineError>> + Send;

@@ -31,6 +31,8 @@ use ursula_stream::routing::fnv1a;
 /// Node-level WAL slots (group `NODE_GROUP`). Persisted: never renumber.
 const SLOT_CLUSTER_ID: u8 = 1;
 const SLOT_GROUP_COUNT: u8 = 2;
+/// The maintenance drain mark: `[1]` set, `[0]` or absent lifted.
+pub(super) const SLOT_MAINTENANCE: u8 = 3;
 
 /// How long groups may take to elect themselves at startup.
 const LEADER_WAIT: Duration = Duration::from_secs(30);
@@ -77,7 +79,7 @@ fn node_slot(recovered: &Recovered, slot: u8) -> Option<&Bytes> {
     recovered.groups.get(&NODE_GROUP).and_then(|g| g.slots.get(&slot))
 }
 
-async fn set_node_slot(wal: &Wal, slot: u8, value: Bytes) -> anyhow::Result<()> {
+pub(super) async fn set_node_slot(wal: &Wal, slot: u8, value: Bytes) -> anyhow::Result<()> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     wal.set_state(
         NODE_GROUP,
@@ -319,6 +321,9 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
         shed,
         transfers: Default::default(),
     });
+    if node_slot(&recovered, SLOT_MAINTENANCE).is_some_and(|v| v.first() == Some(&1)) {
+        engine.restore_maintenance(true);
+    }
     let mut drivers = vec![
         tokio::spawn(driver::snapshots(engine.clone(), raft.snapshot_log_budget, raft.snapshot_drive_interval)),
         tokio::spawn(driver::disk(engine.guard.clone(), dir.clone())),

@@ -18,7 +18,9 @@ use super::state_machine::GroupShared;
 use super::types::{GroupRaft, Proposal};
 use crate::clock::Clock;
 use crate::engine::group_state::GroupState;
-use crate::engine::{EngineError, GroupEngine, Leadership, TransferError, Transferred};
+use crate::engine::{
+    AdminError, EngineError, GroupEngine, Leadership, QuorumProof, ShedState, SnapshotTaken, TransferError, Transferred,
+};
 use ursula_stream::routing::GroupId;
 
 /// How long a proposal waits for its apply before its answer becomes
@@ -122,11 +124,17 @@ impl GroupEngine for RaftEngine {
             .enumerate()
             .map(|(i, g)| {
                 let m = g.raft.metrics().borrow_watched().clone();
+                let membership = m.membership_config.membership();
+                let voters: Vec<u64> = membership.voter_ids().collect();
+                let learners: Vec<u64> = membership.learner_ids().collect();
                 json!({
                     "raft_group_id": i,
                     "current_leader": m.current_leader,
                     "current_term": m.current_term,
                     "last_log_index": m.last_log_index,
+                    "committed_index": m.local_committed.map(|c| c.index),
+                    "voters": voters,
+                    "learners": learners,
                     "last_applied_index": g.shared.applied_index.load(Ordering::Relaxed),
                     "snapshot_index": g.shared.snapshot_index.load(Ordering::Relaxed),
                     "purged_index": m.purged.map(|p| p.index),
@@ -140,8 +148,10 @@ impl GroupEngine for RaftEngine {
         let led = self.groups.iter().filter(|g| g.raft.metrics().borrow_watched().current_leader == Some(self.node_id));
         m.insert("raft_leaderships".into(), led.count().into());
         m.insert("raft_leader_transfers_triggered".into(), self.transfers.triggered.load(Ordering::Relaxed).into());
-        m.insert("leadership_shed".into(), if self.shed.draining() { "maintenance-drain" } else { "none" }.into());
+        m.insert("leadership_shed".into(), self.shed.state().state.into());
+        m.insert("leadership_shed_state".into(), json!(self.shed.state()));
         m.insert("raft_groups".into(), Value::Array(groups));
+        m.insert("raft_maintenance".into(), self.maintenance_report());
         m.insert("wal_physical_bytes".into(), wal.bytes_on_disk.into());
         m.insert("wal_segments".into(), wal.segments.into());
         m.insert("wal_frames_written".into(), wal.frames_written.into());
@@ -211,6 +221,21 @@ impl GroupEngine for RaftEngine {
 
     async fn transfer_leader(&self, group: u32, to: u64) -> Result<Transferred, TransferError> {
         self.transfer(group, to).await
+    }
+
+    async fn maintenance(&self, set: Option<bool>) -> Result<ShedState, AdminError> {
+        match set {
+            Some(on) => self.set_maintenance(on).await.map_err(|e| AdminError::Failed(e.to_string())),
+            None => Ok(self.shed.state()),
+        }
+    }
+
+    async fn snapshot(&self, group: u32) -> Result<SnapshotTaken, AdminError> {
+        self.snapshot_now(group).await
+    }
+
+    async fn quorum(&self, group: u32) -> Result<QuorumProof, AdminError> {
+        self.quorum_proof(group).await
     }
 
     fn readiness_details(&self) -> Map<String, Value> {

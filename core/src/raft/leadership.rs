@@ -12,18 +12,42 @@ use openraft::async_runtime::WatchReceiver;
 
 use super::engine::{RaftEngine, RaftGroup};
 use super::types::NodeId;
-use crate::engine::{TransferError, Transferred};
+use crate::engine::{ShedState, TransferError, Transferred};
 
-/// Whether this voter sheds its leaderships (drained for maintenance or
-/// shutting down): it neither campaigns nor accepts transfers.
+/// Whether this voter sheds its leaderships: drained for maintenance (an
+/// operator's mark, kept in the WAL until undrain) or stopping (`SIGTERM`).
+/// A shedding voter neither campaigns nor accepts transfers.
 #[derive(Default)]
 pub struct Shed {
-    draining: AtomicBool,
+    maintenance: AtomicBool,
+    stopping: AtomicBool,
 }
 
 impl Shed {
     pub fn draining(&self) -> bool {
-        self.draining.load(Ordering::SeqCst)
+        self.maintenance.load(Ordering::SeqCst) || self.stopping.load(Ordering::SeqCst)
+    }
+
+    pub fn maintenance(&self) -> bool {
+        self.maintenance.load(Ordering::SeqCst)
+    }
+
+    /// What `GET`/`POST`/`DELETE /__ursula/leadership-shed/maintenance` answer (spec/35).
+    pub fn state(&self) -> ShedState {
+        let maintenance = self.maintenance();
+        let stopping = self.stopping.load(Ordering::SeqCst);
+        let state = match (maintenance, stopping) {
+            (true, _) => "maintenance-drain",
+            (false, true) => "shutdown",
+            (false, false) => "none",
+        };
+        ShedState {
+            bits: u8::from(maintenance) | (u8::from(stopping) << 1),
+            state,
+            should_accept_transfer: !self.draining(),
+            should_campaign: !self.draining(),
+            should_shed_current_leaders: self.draining(),
+        }
     }
 }
 
@@ -126,13 +150,36 @@ impl RaftEngine {
         moved
     }
 
-    /// Starts draining: no more campaigns here, and the balancer moves
-    /// every leadership away.
+    /// Starts draining for a stop: no more campaigns here, and the
+    /// balancer moves every leadership away.
     pub fn begin_drain(&self) {
-        self.shed.draining.store(true, Ordering::SeqCst);
+        self.shed.stopping.store(true, Ordering::SeqCst);
+        self.elect(false);
+    }
+
+    fn elect(&self, campaign: bool) {
         for g in &self.groups {
-            g.raft.runtime_config().elect(false);
+            g.raft.runtime_config().elect(campaign);
         }
+    }
+
+    /// Sets or lifts the maintenance mark (spec/35 "Maintenance drain"):
+    /// kept in the WAL before it takes effect, so a restart keeps it.
+    pub async fn set_maintenance(&self, on: bool) -> std::io::Result<ShedState> {
+        super::boot::set_node_slot(&self.wal, super::boot::SLOT_MAINTENANCE, bytes::Bytes::from(vec![u8::from(on)]))
+            .await
+            .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+        self.restore_maintenance(on);
+        Ok(self.shed.state())
+    }
+
+    /// Applies a maintenance mark (read back from the WAL at start).
+    pub(super) fn restore_maintenance(&self, on: bool) {
+        self.shed.maintenance.store(on, Ordering::SeqCst);
+        if on {
+            tracing::info!("maintenance drain: this node sheds its leaderships and does not campaign");
+        }
+        self.elect(!self.shed.draining());
     }
 
     /// Hands every leadership of this node to caught-up willing peers and

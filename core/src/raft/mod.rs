@@ -16,6 +16,7 @@
 //! - `peer_error`: why a call to a peer produced no answer, typed.
 //! - `pb`: openraft's RPC types to and from the protobuf messages.
 //! - `engine`: `RaftEngine`, the `GroupEngine` over the groups.
+//! - `maintenance`: the `raft_maintenance` report and snapshots on demand.
 //! - `leadership`: transfers, the leadership balancer, a draining voter's hand-off.
 //! - `disk_guard`: refusing writes when the WAL disk runs short.
 //! - `driver`: the snapshot driver and the disk probe.
@@ -35,6 +36,7 @@ mod leadership;
 mod log_store;
 #[cfg(test)]
 mod log_store_suite;
+mod maintenance;
 mod network;
 mod pb;
 mod peer_error;

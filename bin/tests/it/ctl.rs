@@ -1,0 +1,329 @@
+//! `ursulactl` against real voters (issue 21): a rolling restart of three
+//! voters driven only by `drain`, a restart, `wait` and `undrain`, then
+//! `verify-cluster`, under producers and SSE readers; the maintenance mark
+//! that survives a restart; the gates' answers and exit codes; and the
+//! admin routes the verbs use.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use serde_json::Value;
+
+use crate::cluster_leadership::{
+    Load, client, converge, create, metrics, record, start_all, streams_in_distinct_groups,
+};
+use crate::support::cluster::{Layout, Planes};
+
+const PATIENCE: Duration = Duration::from_secs(60);
+const GROUPS: u32 = 8;
+
+/// The `ursulactl` binary, next to `ursula`; built once if it is missing
+/// (`cargo test -p ursula` alone does not build another package's binary).
+fn ursulactl() -> &'static PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let ursula = PathBuf::from(env!("CARGO_BIN_EXE_ursula"));
+        let ctl = ursula.with_file_name("ursulactl");
+        if !ctl.exists() {
+            let target = ursula.parent().and_then(|d| d.parent()).expect("the target directory");
+            let status = Command::new(option_env!("CARGO").unwrap_or("cargo"))
+                .args(["build", "--quiet", "-p", "ursula-ctl", "--bin", "ursulactl", "--manifest-path"])
+                .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"))
+                .env("CARGO_TARGET_DIR", target)
+                .status()
+                .expect("running cargo build for ursulactl");
+            assert!(status.success() && ctl.exists(), "building ursulactl failed");
+        }
+        ctl
+    })
+}
+
+/// Runs `ursulactl` with `args` off the runtime's threads.
+async fn ctl(args: &[&str]) -> Output {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || Command::new(ursulactl()).args(&args).output().expect("running ursulactl"))
+        .await
+        .expect("ursulactl ran")
+}
+
+#[track_caller]
+fn succeeded(out: &Output, what: &str) -> String {
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "ursulactl {what}: {}\nstdout: {stdout}\nstderr: {stderr}", out.status);
+    stdout.into_owned()
+}
+
+/// The manifest of `layout` (JSON): each node's admin plane and client plane.
+fn manifest(layout: &Layout, name: &str) -> String {
+    let nodes: Vec<Value> = (0..layout.voters())
+        .map(|i| {
+            serde_json::json!({
+                "id": i + 1,
+                "admin_url": layout.admin_url(i),
+                "client_url": layout.client_url(i),
+                "http_url": layout.client_url(i),
+            })
+        })
+        .collect();
+    let path = layout.dir.path().join(name);
+    std::fs::write(&path, serde_json::json!({ "nodes": nodes }).to_string()).expect("manifest");
+    path.display().to_string()
+}
+
+fn shed_of(m: &Value) -> &str {
+    m["leadership_shed"].as_str().unwrap_or("")
+}
+
+fn led(m: &Value, node: u64) -> usize {
+    let groups = m["raft_groups"].as_array().cloned().unwrap_or_default();
+    groups.iter().filter(|g| g["current_leader"].as_u64() == Some(node)).count()
+}
+
+/// An SSE reader of `path` that goes round the voters: a session that ends
+/// or a voter that is down sends it to the next one, from the offset of the
+/// last control event; data counts only once its control event arrived, so
+/// nothing is read twice. Returns what it read once `target` is reached.
+async fn read_live(urls: Vec<String>, path: String, target: Arc<AtomicUsize>, sessions: Arc<AtomicUsize>) -> String {
+    let http = client();
+    let (mut text, mut next, mut turn) = (String::new(), "-1".to_string(), 0usize);
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        if text.len() >= target.load(Ordering::SeqCst) {
+            return text;
+        }
+        assert!(Instant::now() < deadline, "the reader of {path} stalled at {next}");
+        let url = &urls[turn % urls.len()];
+        turn += 1;
+        sessions.fetch_add(1, Ordering::SeqCst);
+        let answer = http.get(format!("{url}{path}?offset={next}&live=sse")).send().await;
+        let Some(answer) = answer.ok().filter(|a| a.status() == 200) else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        let mut body = answer.bytes_stream();
+        let (mut buf, mut pending) = (Vec::<u8>::new(), String::new());
+        while let Ok(Some(Ok(chunk))) = tokio::time::timeout(Duration::from_secs(5), body.next()).await {
+            buf.extend_from_slice(&chunk);
+            while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
+                let block: Vec<u8> = buf.drain(..end + 2).collect();
+                let block = String::from_utf8(block).expect("SSE is UTF-8");
+                let event = block.lines().find_map(|l| l.strip_prefix("event:")).map(str::trim).unwrap_or("");
+                let data: Vec<&str> = block.lines().filter_map(|l| l.strip_prefix("data:")).collect();
+                let data: Vec<&str> = data.iter().map(|d| d.strip_prefix(' ').unwrap_or(d)).collect();
+                match event {
+                    "data" => pending.push_str(&data.join("\n")),
+                    "control" => {
+                        let control: Value = serde_json::from_str(&data.join("\n")).expect("control JSON");
+                        next = control["streamNextOffset"].as_str().expect("streamNextOffset").to_string();
+                        text.push_str(&std::mem::take(&mut pending));
+                    }
+                    _ => {}
+                }
+            }
+            if text.len() >= target.load(Ordering::SeqCst) {
+                return text;
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_restart_driven_by_ursulactl_loses_nothing_and_readers_resume() {
+    let layout = Layout::new(3, "ctl-rolling", GROUPS, Planes::Shared);
+    let mut nodes = start_all(&layout).await;
+    let (http, urls) = (client(), layout.client_urls());
+    let m = manifest(&layout, "cluster.json");
+    succeeded(
+        &ctl(&["wait-ready", "--config", &m, "--expected-groups", "8", "--timeout-secs", "60"]).await,
+        "wait-ready",
+    );
+
+    let streams = streams_in_distinct_groups("rolling-ctl", 3, GROUPS);
+    for path in &streams {
+        create(&http, &urls, path).await;
+    }
+    let load = Load::start(&urls, &streams);
+    // Each reader's length to reach, known once the writers stopped.
+    let targets: Vec<Arc<AtomicUsize>> = streams.iter().map(|_| Arc::new(AtomicUsize::new(usize::MAX))).collect();
+    let sessions = Arc::new(AtomicUsize::new(0));
+    let readers: Vec<_> = streams
+        .iter()
+        .zip(&targets)
+        .map(|(p, t)| tokio::spawn(read_live(urls.clone(), p.clone(), t.clone(), sessions.clone())))
+        .collect();
+    load.progress().await;
+
+    #[allow(clippy::needless_range_loop)]
+    for i in 0..layout.voters() {
+        let id = (i + 1).to_string();
+        let out = succeeded(&ctl(&["drain", "--config", &m, "--node", &id]).await, "drain");
+        assert!(out.contains(&format!("node {id} drained")), "{out}");
+        let before = metrics(&http, &urls[i]).await.expect("metrics of the drained voter");
+        assert_eq!((shed_of(&before), led(&before, i as u64 + 1)), ("maintenance-drain", 0), "{before}");
+
+        let node = nodes[i].take().expect("running");
+        let (status, stderr) = tokio::task::block_in_place(|| node.terminate());
+        assert!(status.success(), "voter {id} after SIGTERM: {status}\n{stderr}");
+        load.progress().await;
+        nodes[i] = Some(layout.start(i));
+
+        // The mark survived the restart: the voter takes no leadership back yet.
+        succeeded(&ctl(&["wait", "--config", &m, "--node", &id, "--stall-timeout-secs", "60"]).await, "wait");
+        let back = metrics(&http, &urls[i]).await.expect("metrics of the restarted voter");
+        assert_eq!((shed_of(&back), led(&back, i as u64 + 1)), ("maintenance-drain", 0), "{back}");
+        succeeded(&ctl(&["undrain", "--config", &m, "--node", &id]).await, "undrain");
+        load.progress().await;
+    }
+    succeeded(&ctl(&["verify-cluster", "--config", &m, "--timeout-secs", "60"]).await, "verify-cluster");
+
+    let acked = load.finish().await;
+    for (path, acked) in streams.iter().zip(&acked) {
+        converge(&http, &urls, path, *acked).await;
+    }
+    // Every reader reads each stream's final content, once and in order.
+    let mut finals = Vec::new();
+    for path in &streams {
+        let body = http.get(format!("{}{path}?offset=-1", urls[0])).send().await.expect("read");
+        finals.push(body.text().await.expect("text"));
+    }
+    for (((reader, target), expected), path) in readers.into_iter().zip(&targets).zip(&finals).zip(&streams) {
+        target.store(expected.len(), Ordering::SeqCst);
+        let text = tokio::time::timeout(PATIENCE, reader).await.expect("the reader finished").expect("reader");
+        assert_eq!(&text, expected, "{path}: the SSE reader saw every record once, in order");
+    }
+    let rec = record(0);
+    assert!(finals.iter().all(|f| f.starts_with(&rec)), "every stream took writes");
+    eprintln!(
+        "ctl rolling restart: {acked:?} writes acknowledged, {} SSE sessions over the restarts",
+        sessions.load(Ordering::SeqCst)
+    );
+}
+
+fn failed(out: &Output, code: i32, what: &str) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "ursulactl {what}: stderr {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one machine-greppable line: {stderr}");
+    assert!(stderr.starts_with("ursulactl: "), "{stderr}");
+    stderr
+}
+
+async fn admin(http: &reqwest::Client, layout: &Layout, i: usize, method: reqwest::Method, path: &str) -> (u16, Value) {
+    let base = layout.admin_url(i);
+    let m = metrics(http, &base).await.expect("admin metrics");
+    let incarnation = m["process_incarnation"].as_str().expect("process_incarnation").to_string();
+    let answer = http
+        .request(method, format!("{base}{path}"))
+        .header("x-ursula-process-incarnation", incarnation)
+        .send()
+        .await
+        .expect("admin");
+    let status = answer.status().as_u16();
+    let body = answer.bytes().await.unwrap_or_default();
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_verbs_report_gate_and_refuse_with_their_exit_codes() {
+    let layout = Layout::new(3, "ctl-gates", 4, Planes::Shared);
+    let mut nodes = start_all(&layout).await;
+    let (http, urls) = (client(), layout.client_urls());
+    let m = manifest(&layout, "cluster.json");
+    succeeded(&ctl(&["--config", &m, "wait-ready", "--expected-groups", "4"]).await, "wait-ready");
+
+    // `--config` before or after the verb; a table for people, JSON for programs.
+    let table = succeeded(&ctl(&["status", "--config", &m]).await, "status");
+    assert_eq!(table.lines().count(), 3, "{table}");
+    assert!(
+        table.lines().all(|l| l.contains("(127.0.0.1): groups=4 leaders={") && l.contains("ready=true")),
+        "{table}"
+    );
+    let json: Value = serde_json::from_str(&succeeded(&ctl(&["--config", &m, "status", "--json"]).await, "status"))
+        .expect("status --json");
+    let leaderships: u64 =
+        json["nodes"].as_array().expect("nodes").iter().map(|n| n["leaderships"].as_u64().unwrap_or(0)).sum();
+    assert_eq!(leaderships, 4, "every group led once: {json}");
+
+    // A dry run plans and changes nothing.
+    let leader = json["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .find(|n| n["leaderships"].as_u64() > Some(0))
+        .expect("a leader");
+    let id = leader["id"].as_u64().expect("id");
+    let plan = succeeded(&ctl(&["drain", "--config", &m, "--node", &id.to_string(), "--dry-run"]).await, "dry run");
+    assert!(plan.starts_with(&format!("drain plan for node {id}: group ")), "{plan}");
+    let after = metrics(&http, &urls[id as usize - 1]).await.expect("metrics");
+    assert_eq!(shed_of(&after), "none", "a dry run sets no mark");
+
+    // The admin routes the verbs use: the mark, a snapshot, a quorum proof.
+    let (status, _) = admin(&http, &layout, 0, reqwest::Method::POST, "/__ursula/raft/9/snapshot").await;
+    assert_eq!(status, 404, "no group 9");
+    let (status, snap) = admin(&http, &layout, 0, reqwest::Method::POST, "/__ursula/raft/0/snapshot").await;
+    assert_eq!(status, 200, "{snap}");
+    assert!(snap["snapshot_index"].as_u64() > Some(0), "{snap}");
+    let bare = http.post(format!("{}/__ursula/raft/0/snapshot", layout.admin_url(0))).send().await.expect("bare");
+    assert_eq!(bare.status(), 428, "admin mutations need the process incarnation");
+    let (status, mark) = admin(&http, &layout, 1, reqwest::Method::POST, "/__ursula/leadership-shed/maintenance").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        mark,
+        serde_json::json!({"bits": 1, "state": "maintenance-drain", "should_accept_transfer": false,
+        "should_campaign": false, "should_shed_current_leaders": true})
+    );
+    let (_, lifted) = admin(&http, &layout, 1, reqwest::Method::DELETE, "/__ursula/leadership-shed/maintenance").await;
+    assert_eq!(lifted["state"], "none");
+    let m0 = metrics(&http, &urls[0]).await.expect("metrics");
+    let follower_group = m0["raft_groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .find(|g| g["current_leader"] != 1)
+        .expect("a group node 1 follows");
+    let g = follower_group["raft_group_id"].as_u64().expect("id");
+    let (status, _) = admin(&http, &layout, 0, reqwest::Method::GET, &format!("/__ursula/raft/{g}/quorum")).await;
+    assert_eq!(status, 409, "a quorum proof comes from the leader");
+    assert_eq!(m0["raft_maintenance"]["group_issues"], serde_json::json!([]), "{m0}");
+
+    // Pinned processes: verify-quorum proves every group; a restart breaks the pin.
+    let pinned = succeeded(&ctl(&["pin-incarnations", "--config", &m]).await, "pin-incarnations");
+    let pinned_path = layout.dir.path().join("pinned.json");
+    std::fs::write(&pinned_path, &pinned).expect("pinned manifest");
+    let pinned_path = pinned_path.display().to_string();
+    let proof: Value = serde_json::from_str(&succeeded(
+        &ctl(&["verify-quorum", "--config", &pinned_path, "--expected-groups", "4", "--timeout-secs", "60"]).await,
+        "verify-quorum",
+    ))
+    .expect("verify-quorum JSON");
+    assert_eq!(
+        (proof["verified"].clone(), proof["groups"].as_array().map(Vec::len)),
+        (Value::Bool(true), Some(4)),
+        "{proof}"
+    );
+
+    let third = nodes[2].take().expect("running");
+    tokio::task::block_in_place(|| third.kill9());
+    // A voter down: the cluster is not whole, and a wait on it stalls.
+    let out = ctl(&["verify-cluster", "--config", &m, "--timeout-secs", "2"]).await;
+    assert!(failed(&out, 2, "verify-cluster").contains("node 3: no metrics"));
+    let out = ctl(&["wait", "--config", &m, "--node", "3", "--stall-timeout-secs", "2"]).await;
+    assert!(failed(&out, 2, "wait").contains("no catch-up progress"));
+    nodes[2] = Some(layout.start(2));
+    succeeded(&ctl(&["wait", "--config", &m, "--node", "3"]).await, "wait after the restart");
+    let out = ctl(&["undrain", "--config", &pinned_path, "--node", "3"]).await;
+    assert!(failed(&out, 1, "a mutation on a restarted process").contains("process changed"));
+
+    // Configuration errors: exit 1, one line.
+    let bad = layout.dir.path().join("cluster.txt");
+    std::fs::write(&bad, "nodes").expect("bad manifest");
+    let out = ctl(&["status", "--config", &bad.display().to_string()]).await;
+    assert!(failed(&out, 1, "a bad manifest").starts_with("ursulactl: config: "));
+    let out = ctl(&["drain", "--config", &m, "--node", "7"]).await;
+    assert!(failed(&out, 1, "an unknown node").contains("node 7 is not in the manifest"));
+    let help = succeeded(&ctl(&["drain", "--help"]).await, "help");
+    assert!(help.contains("--dry-run") && help.contains("--node <ID>"), "{help}");
+}

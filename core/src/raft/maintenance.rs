@@ -1,0 +1,190 @@
+//! What operators read and ask of a voter's Raft groups: the
+//! `raft_maintenance` report of `/__ursula/metrics` (who leads, which voter
+//! sets, what keeps the node from being a full replica), and a snapshot on
+//! demand (`POST /__ursula/raft/{group}/snapshot`).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use openraft::async_runtime::WatchReceiver;
+use serde_json::{Value, json};
+
+use super::engine::RaftEngine;
+use super::types::NodeId;
+use crate::engine::{AdminError, QuorumProof, SnapshotTaken};
+
+/// How long a snapshot on demand may take before the route answers `503`.
+const SNAPSHOT_WAIT: Duration = Duration::from_secs(10);
+
+/// Why one group keeps this node from full redundancy (spec/37, spec/38).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupIssue {
+    /// Not yet initialized: no membership at all.
+    Uninitialized,
+    LeaderUnknown,
+    /// A joint configuration is in force (a membership change is under way).
+    JointMembership,
+    /// A configured voter is missing from the group's voters.
+    IncompleteVoterSet,
+    /// The membership names a node `raft.peers` does not list.
+    UnconfiguredMember,
+    LocalReplicaNotVoter,
+}
+
+impl GroupIssue {
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupIssue::Uninitialized => "uninitialized",
+            GroupIssue::LeaderUnknown => "leader_unknown",
+            GroupIssue::JointMembership => "joint_membership",
+            GroupIssue::IncompleteVoterSet => "incomplete_voter_set",
+            GroupIssue::UnconfiguredMember => "unconfigured_member",
+            GroupIssue::LocalReplicaNotVoter => "local_replica_not_voter",
+        }
+    }
+}
+
+/// One group's membership as this replica sees it.
+pub struct GroupView {
+    pub leader: Option<NodeId>,
+    /// One voter set, or two while a change is joint.
+    pub voter_sets: Vec<BTreeSet<NodeId>>,
+    pub learners: BTreeSet<NodeId>,
+}
+
+/// The issues of one group, against the configured voters.
+pub fn group_issues(view: &GroupView, me: NodeId, configured: &BTreeSet<NodeId>) -> Vec<GroupIssue> {
+    let mut issues = Vec::new();
+    if view.voter_sets.iter().all(BTreeSet::is_empty) {
+        return vec![GroupIssue::Uninitialized];
+    }
+    if view.leader.is_none() {
+        issues.push(GroupIssue::LeaderUnknown);
+    }
+    if view.voter_sets.len() > 1 {
+        issues.push(GroupIssue::JointMembership);
+    }
+    let voters: BTreeSet<NodeId> = view.voter_sets.iter().flatten().copied().collect();
+    if !configured.is_subset(&voters) {
+        issues.push(GroupIssue::IncompleteVoterSet);
+    }
+    if voters.iter().chain(&view.learners).any(|id| !configured.contains(id)) {
+        issues.push(GroupIssue::UnconfiguredMember);
+    }
+    if !voters.contains(&me) {
+        issues.push(GroupIssue::LocalReplicaNotVoter);
+    }
+    issues
+}
+
+impl RaftEngine {
+    pub(super) fn group_view(&self, group: usize) -> Option<GroupView> {
+        let g = self.groups.get(group)?;
+        let m = g.raft.metrics().borrow_watched().clone();
+        let membership = m.membership_config.membership();
+        Some(GroupView {
+            leader: m.current_leader,
+            voter_sets: membership.get_joint_config().clone(),
+            learners: membership.learner_ids().collect(),
+        })
+    }
+
+    /// `raft_maintenance` of `/__ursula/metrics`: the configured voters,
+    /// and every group's issues (empty when the node is a full replica).
+    pub(super) fn maintenance_report(&self) -> Value {
+        let configured: BTreeSet<NodeId> = self.voters().into_iter().collect();
+        let mut issues = Vec::new();
+        for group in 0..self.groups.len() {
+            let Some(view) = self.group_view(group) else { continue };
+            for issue in group_issues(&view, self.node_id, &configured) {
+                issues.push(json!({ "raft_group_id": group, "issue": issue.name() }));
+            }
+        }
+        let mut node_issues = Vec::new();
+        if self.shed.maintenance() {
+            node_issues.push(json!("maintenance_drain"));
+        }
+        if self.guard.under_pressure() {
+            node_issues.push(json!("wal_disk_pressure"));
+        }
+        json!({
+            "configured_voters": configured,
+            "group_count": self.groups.len(),
+            "node_issues": node_issues,
+            "group_issues": issues,
+        })
+    }
+
+    /// A fresh ReadIndex round on `group`, which this node must lead; the
+    /// required index is the higher of the read index and the last log
+    /// index, so a replica that applied it holds all the leader acknowledged.
+    pub async fn quorum_proof(&self, group: u32) -> Result<QuorumProof, AdminError> {
+        let g = self.groups.get(group as usize).ok_or(AdminError::UnknownGroup(group))?;
+        let (leader, term, last) = {
+            let m = g.raft.metrics();
+            let m = m.borrow_watched();
+            (m.current_leader, m.current_term, m.last_log_index)
+        };
+        if leader != Some(self.node_id) {
+            return Err(AdminError::NotLeader(group));
+        }
+        let read = g
+            .raft
+            .ensure_linearizable(openraft::raft::ReadPolicy::ReadIndex)
+            .await
+            .map_err(|_| AdminError::NotLeader(group))?;
+        let index = read.log_id().index.max(last.unwrap_or(0));
+        let still = g.raft.metrics().borrow_watched().current_term;
+        if still != term {
+            return Err(AdminError::NotLeader(group));
+        }
+        Ok(QuorumProof { group, leader: self.node_id, term, required_applied_index: index })
+    }
+
+    /// Snapshots `group` and waits until its snapshot covers what it had
+    /// applied when asked.
+    pub async fn snapshot_now(&self, group: u32) -> Result<SnapshotTaken, AdminError> {
+        let g = self.groups.get(group as usize).ok_or(AdminError::UnknownGroup(group))?;
+        let applied = g.raft.metrics().borrow_watched().last_applied.map(|l| l.index);
+        let covered = |m: &openraft::RaftMetrics<super::types::TypeConfig>| m.snapshot.map(|s| s.index) >= applied;
+        if !covered(&g.raft.metrics().borrow_watched()) || applied.is_none() {
+            g.raft.trigger().snapshot().await.map_err(|e| AdminError::Failed(e.to_string()))?;
+        }
+        let done = g.raft.wait(Some(SNAPSHOT_WAIT)).metrics(covered, "a snapshot covering what was applied").await;
+        match done {
+            Ok(m) => Ok(SnapshotTaken { group, snapshot_index: m.snapshot.map_or(0, |s| s.index) }),
+            Err(openraft::metrics::WaitError::Timeout(..)) => Err(AdminError::Busy(group)),
+            Err(e) => Err(AdminError::Failed(e.to_string())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(leader: Option<u64>, sets: &[&[u64]], learners: &[u64]) -> GroupView {
+        GroupView {
+            leader,
+            voter_sets: sets.iter().map(|s| s.iter().copied().collect()).collect(),
+            learners: learners.iter().copied().collect(),
+        }
+    }
+
+    #[test]
+    fn a_full_replica_of_a_led_group_has_no_issue() {
+        let configured = BTreeSet::from([1, 2, 3]);
+        assert!(group_issues(&view(Some(2), &[&[1, 2, 3]], &[]), 1, &configured).is_empty());
+    }
+
+    #[test]
+    fn each_gap_is_named() {
+        let configured = BTreeSet::from([1, 2, 3]);
+        let names = |v: GroupView, me| group_issues(&v, me, &configured).iter().map(|i| i.name()).collect::<Vec<_>>();
+        assert_eq!(names(view(None, &[&[1, 2, 3]], &[]), 1), ["leader_unknown"]);
+        assert_eq!(names(view(Some(1), &[&[1, 2]], &[3]), 3), ["incomplete_voter_set", "local_replica_not_voter"]);
+        assert_eq!(names(view(Some(1), &[&[1, 2, 3, 4]], &[]), 1), ["unconfigured_member"]);
+        assert_eq!(names(view(Some(1), &[&[1, 2, 3], &[1, 2]], &[]), 1), ["joint_membership"]);
+        assert_eq!(names(view(None, &[], &[]), 1), ["uninitialized"]);
+    }
+}

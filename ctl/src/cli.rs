@@ -1,0 +1,96 @@
+//! The command line (spec/34 "Verbs"). `--config` is global: it may come
+//! before or after the verb.
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ursulactl",
+    version,
+    about = "Operate an Ursula cluster over its admin plane: drain, wait, status and readiness gates.",
+    long_about = "Operate an Ursula cluster over its admin plane: which node leads which Raft groups, \
+                  whether a node is caught up, and the safe steps of a rolling restart \
+                  (drain, restart, wait, undrain, verify-cluster).\n\n\
+                  Exit codes: 0 success; 2 an abort (drain timeout, no safe transfer target, catch-up \
+                  stall, a gate not reached in time); 1 a configuration or transport error, printed as \
+                  one line `ursulactl: <kind>: <message>`."
+)]
+pub struct Cli {
+    /// The cluster manifest: TOML, JSON or YAML by extension, or `-` for stdin (format sniffed).
+    #[arg(long, global = true, value_name = "MANIFEST")]
+    pub config: Option<String>,
+    /// Seconds one HTTP request to a node may take.
+    #[arg(long, global = true, default_value_t = 30, value_name = "SECS")]
+    pub http_timeout_secs: u64,
+    #[command(subcommand)]
+    pub verb: Verb,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Verb {
+    /// Per node: groups, leaderships by leader, shed state, applied lag and readiness.
+    Status {
+        /// One JSON document for programs instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Wait until every node reports its groups led, a clean maintenance report and 200 from /__ursula/ready.
+    WaitReady {
+        /// The groups every node must report.
+        #[arg(long, value_name = "N")]
+        expected_groups: Option<usize>,
+        /// Give up (exit 2) after this long.
+        #[arg(long, default_value_t = 300, value_name = "SECS")]
+        timeout_secs: u64,
+    },
+    /// Mark a node drained (it stops taking leaderships) and move every leadership it holds to a caught-up peer.
+    Drain {
+        /// The node's `id` in the manifest.
+        #[arg(long, value_name = "ID")]
+        node: u64,
+        /// Print the transfer plan and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Give up (exit 2) when the node still leads a group after this long.
+        #[arg(long, default_value_t = 120, value_name = "SECS")]
+        timeout_secs: u64,
+    },
+    /// Lift a node's drain mark so it may lead groups again.
+    Undrain {
+        /// The node's `id` in the manifest.
+        #[arg(long, value_name = "ID")]
+        node: u64,
+    },
+    /// Wait until a node is a voter of every group and has applied what its peers committed (within --lag-tolerance).
+    Wait {
+        /// The node's `id` in the manifest.
+        #[arg(long, value_name = "ID")]
+        node: u64,
+        /// Entries a group may still be behind.
+        #[arg(long, default_value_t = 64, value_name = "ENTRIES")]
+        lag_tolerance: u64,
+        /// Give up (exit 2) only when the node made no progress for this long.
+        #[arg(long, default_value_t = 90, value_name = "SECS")]
+        stall_timeout_secs: u64,
+    },
+    /// Require every node present, one agreed leader per group, full voter sets and caught-up replicas, in two samples in a row.
+    VerifyCluster {
+        #[arg(long, default_value_t = 64, value_name = "ENTRIES")]
+        lag_tolerance: u64,
+        #[arg(long, default_value_t = 60, value_name = "SECS")]
+        timeout_secs: u64,
+    },
+    /// Confirm every group's leader with a fresh ReadIndex round and wait for every replica to apply that prefix; prints JSON.
+    VerifyQuorum {
+        #[arg(long, value_name = "N")]
+        expected_groups: usize,
+        #[arg(long, default_value_t = 120, value_name = "SECS")]
+        timeout_secs: u64,
+    },
+    /// Print the manifest with each node's current process incarnation pinned (JSON).
+    PinIncarnations {
+        /// Pin a new process for this one node (a replacement); every other node must match its saved pin.
+        #[arg(long, value_name = "ID")]
+        replace_node: Option<u64>,
+    },
+}

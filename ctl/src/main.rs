@@ -1,0 +1,70 @@
+//! `ursulactl`: the logical operations of a running Ursula cluster over
+//! its admin and metrics HTTP APIs (spec/34). It runs nothing on hosts.
+
+mod cli;
+mod client;
+mod error;
+mod manifest;
+mod metrics;
+mod plan;
+mod progress;
+mod verbs;
+
+use std::time::Duration;
+
+use clap::Parser;
+
+use cli::{Cli, Verb};
+use client::Cluster;
+use error::{CtlError, Result};
+use manifest::Manifest;
+
+async fn run(cli: Cli) -> Result<()> {
+    let path = cli.config.as_deref().ok_or_else(|| CtlError::Config("--config MANIFEST is required".into()))?;
+    let manifest = Manifest::load(path)?;
+    let cluster = Cluster::new(manifest, Duration::from_secs(cli.http_timeout_secs.max(1)))?;
+    let secs = Duration::from_secs;
+    match cli.verb {
+        Verb::Status { json } => verbs::status::run(&cluster, json).await,
+        Verb::WaitReady { expected_groups, timeout_secs } => {
+            verbs::wait::wait_ready(&cluster, expected_groups, secs(timeout_secs)).await
+        }
+        Verb::Drain { node, dry_run, timeout_secs } => {
+            verbs::drain::drain(&cluster, node, dry_run, secs(timeout_secs)).await
+        }
+        Verb::Undrain { node } => verbs::drain::undrain(&cluster, node).await,
+        Verb::Wait { node, lag_tolerance, stall_timeout_secs } => {
+            verbs::wait::wait(&cluster, node, lag_tolerance, secs(stall_timeout_secs)).await
+        }
+        Verb::VerifyCluster { lag_tolerance, timeout_secs } => {
+            verbs::wait::verify_cluster(&cluster, lag_tolerance, secs(timeout_secs)).await
+        }
+        Verb::VerifyQuorum { expected_groups, timeout_secs } => {
+            verbs::quorum::run(&cluster, expected_groups, secs(timeout_secs)).await
+        }
+        Verb::PinIncarnations { replace_node } => verbs::pin::run(&cluster, replace_node).await,
+    }
+}
+
+fn main() {
+    // A usage error is a configuration error: exit 1 (clap's own code, 2, means an abort here).
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 1 } else { 0 };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("ursulactl: config: starting the runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = runtime.block_on(run(cli)) {
+        eprintln!("{}", e.line());
+        std::process::exit(e.exit_code());
+    }
+}

@@ -1,0 +1,62 @@
+//! The fields of `/__ursula/metrics` this tool reads (spec/35 "Metrics"),
+//! typed; everything else in the snapshot is ignored.
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct NodeMetrics {
+    #[serde(default)]
+    pub process_incarnation: Option<String>,
+    #[serde(default)]
+    pub raft_groups: Vec<GroupMetrics>,
+    /// `none`, `maintenance-drain` or `shutdown`.
+    #[serde(default)]
+    pub leadership_shed: Option<String>,
+    #[serde(default)]
+    pub raft_maintenance: Option<Maintenance>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct GroupMetrics {
+    pub raft_group_id: u32,
+    #[serde(default)]
+    pub current_leader: Option<u64>,
+    #[serde(default)]
+    pub current_term: u64,
+    #[serde(default)]
+    pub committed_index: Option<u64>,
+    #[serde(default)]
+    pub last_applied_index: u64,
+    #[serde(default)]
+    pub voters: Vec<u64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Maintenance {
+    #[serde(default)]
+    pub node_issues: Vec<String>,
+    #[serde(default)]
+    pub group_issues: Vec<GroupIssue>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct GroupIssue {
+    pub raft_group_id: u32,
+    pub issue: String,
+}
+
+impl NodeMetrics {
+    pub fn group(&self, group: u32) -> Option<&GroupMetrics> {
+        self.raft_groups.iter().find(|g| g.raft_group_id == group)
+    }
+
+    /// The groups this node says it leads.
+    pub fn led_by(&self, node: u64) -> Vec<u32> {
+        self.raft_groups.iter().filter(|g| g.current_leader == Some(node)).map(|g| g.raft_group_id).collect()
+    }
+
+    /// Whether the node takes leaderships (not drained, not stopping).
+    pub fn accepts_leadership(&self) -> bool {
+        self.leadership_shed.as_deref().is_none_or(|s| s == "none")
+    }
+}

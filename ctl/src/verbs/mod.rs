@@ -1,0 +1,7 @@
+//! One module per verb family.
+
+pub mod drain;
+pub mod pin;
+pub mod quorum;
+pub mod status;
+pub mod wait;
