@@ -40,9 +40,9 @@ step "cargo test"
 cargo test --workspace --locked
 
 step "node integration tests on the Raft engine (disk WAL)"
-# (cluster_leadership:: starts its own voters whatever the engine: it ran above.)
+# (cluster_leadership:: and ctl:: start their own voters whatever the engine: they ran above.)
 URSULA_TEST_ENGINE=raft cargo test -p ursula --test it --locked -- --skip gateway_auth:: --skip gateway_quotas:: \
-  --skip gateway_usage:: --skip cluster_leadership::
+  --skip gateway_usage:: --skip cluster_leadership:: --skip ctl::
 
 step "a follower cut off during 200 MiB of 1 MiB appends catches up (heavy: alone)"
 cargo test -p ursula --test it --locked -- --ignored --exact cluster_faults::a_follower_cut_off_during_large_appends_catches_up
@@ -51,7 +51,7 @@ step "node integration tests through ursula gateway in front of three voters"
 # Each test's node is a gateway with three voters of its own; the modules
 # that start their own clusters or restart nodes already ran above.
 URSULA_TEST_ENGINE=gateway cargo test -p ursula --test it --locked -- \
-  --skip durability:: --skip cluster:: --skip cluster_faults:: --skip cluster_leadership:: --skip gateway \
+  --skip durability:: --skip cluster:: --skip cluster_faults:: --skip cluster_leadership:: --skip ctl:: --skip gateway \
   --skip stream_plane:: --skip cold::
 
 step "conformance suite"

@@ -83,6 +83,12 @@ impl<E: GroupEngine> Admin<E> {
                 }
                 self.snapshot(group).await
             }
+            (&Method::DELETE, ["__ursula", "purge", bucket]) => {
+                if let Err(refused) = check_incarnation(&req) {
+                    return refusal(refused);
+                }
+                self.purge(bucket).await
+            }
             (&Method::GET, ["__ursula", "raft", group, "quorum"]) => {
                 if let Err(refused) = check_incarnation(&req) {
                     return refusal(refused);
@@ -92,6 +98,7 @@ impl<E: GroupEngine> Admin<E> {
             (_, ["__ursula", "raft", _, "leader", "transfer", _])
             | (_, ["__ursula", "raft", _, "snapshot" | "quorum"])
             | (_, ["__ursula", "leadership-shed", ..])
+            | (_, ["__ursula", "purge", _])
             | (_, ["__ursula", "flush-cold", ..])
             | (_, ["__ursula", "metrics" | "ready" | "usage"]) => refusal(ApiError::MethodNotAllowed),
             _ => refusal(ApiError::NotFound),
@@ -158,6 +165,18 @@ impl<E: GroupEngine> Admin<E> {
         match self.engine.maintenance(set).await {
             Ok(state) => json_answer(StatusCode::OK, serde_json::json!(state)),
             Err(e) => admin_error(e),
+        }
+    }
+
+    /// `DELETE /__ursula/purge/{bucket}` (spec/35 "Tenant offboarding").
+    async fn purge(&self, bucket: &str) -> Answer {
+        let bucket = match ursula_stream::BucketId::parse(bucket) {
+            Ok(bucket) => bucket,
+            Err(e) => return refusal(ApiError::InvalidId(e)),
+        };
+        match crate::purge::purge_bucket(&self.engine, self.cold.as_ref(), &bucket).await {
+            Ok(report) => json_answer(StatusCode::OK, serde_json::json!(report)),
+            Err(e) => refusal(ApiError::from(crate::backend::internal(e))),
         }
     }
 

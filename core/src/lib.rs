@@ -16,6 +16,7 @@
 //! - `config`: the config file and CLI overrides.
 //! - `node`: starting a node on a bound listener.
 //! - `process`: this process's identity.
+//! - `purge`: erasing a bucket from every group and the cold store.
 
 pub mod admin;
 pub mod backend;
@@ -26,5 +27,6 @@ pub mod engine;
 pub mod mux;
 pub mod node;
 pub mod process;
+pub mod purge;
 pub mod raft;
 pub mod stream_plane;

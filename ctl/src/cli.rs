@@ -87,6 +87,17 @@ pub enum Verb {
         #[arg(long, default_value_t = 120, value_name = "SECS")]
         timeout_secs: u64,
     },
+    /// Erase a bucket from every group and from the cold store, with a proof of erasure (JSON report).
+    PurgeBucket {
+        /// The bucket to erase for good: later creates and appends in it answer 404 BUCKET_ERASED.
+        bucket: String,
+        /// The voter to ask (any voter purges the whole cluster); the first that answers by default.
+        #[arg(long, value_name = "ID")]
+        node: Option<u64>,
+        /// Keep retrying 503s (a group without a leader) until this long.
+        #[arg(long, default_value_t = 120, value_name = "SECS")]
+        timeout_secs: u64,
+    },
     /// Print the manifest with each node's current process incarnation pinned (JSON).
     PinIncarnations {
         /// Pin a new process for this one node (a replacement); every other node must match its saved pin.

@@ -43,6 +43,9 @@ async fn run(cli: Cli) -> Result<()> {
             verbs::quorum::run(&cluster, expected_groups, secs(timeout_secs)).await
         }
         Verb::PinIncarnations { replace_node } => verbs::pin::run(&cluster, replace_node).await,
+        Verb::PurgeBucket { bucket, node, timeout_secs } => {
+            verbs::purge::run(&cluster, &bucket, node, secs(timeout_secs)).await
+        }
     }
 }
 

@@ -43,7 +43,7 @@ fn ursulactl() -> &'static PathBuf {
 }
 
 /// Runs `ursulactl` with `args` off the runtime's threads.
-async fn ctl(args: &[&str]) -> Output {
+pub(crate) async fn ctl(args: &[&str]) -> Output {
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     tokio::task::spawn_blocking(move || Command::new(ursulactl()).args(&args).output().expect("running ursulactl"))
         .await
@@ -51,14 +51,14 @@ async fn ctl(args: &[&str]) -> Output {
 }
 
 #[track_caller]
-fn succeeded(out: &Output, what: &str) -> String {
+pub(crate) fn succeeded(out: &Output, what: &str) -> String {
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "ursulactl {what}: {}\nstdout: {stdout}\nstderr: {stderr}", out.status);
     stdout.into_owned()
 }
 
 /// The manifest of `layout` (JSON): each node's admin plane and client plane.
-fn manifest(layout: &Layout, name: &str) -> String {
+pub(crate) fn manifest(layout: &Layout, name: &str) -> String {
     let nodes: Vec<Value> = (0..layout.voters())
         .map(|i| {
             serde_json::json!({
@@ -211,7 +211,13 @@ fn failed(out: &Output, code: i32, what: &str) -> String {
     stderr
 }
 
-async fn admin(http: &reqwest::Client, layout: &Layout, i: usize, method: reqwest::Method, path: &str) -> (u16, Value) {
+pub(crate) async fn admin(
+    http: &reqwest::Client,
+    layout: &Layout,
+    i: usize,
+    method: reqwest::Method,
+    path: &str,
+) -> (u16, Value) {
     let base = layout.admin_url(i);
     let m = metrics(http, &base).await.expect("admin metrics");
     let incarnation = m["process_incarnation"].as_str().expect("process_incarnation").to_string();

@@ -101,6 +101,9 @@ mod cluster_leadership;
 // `ursulactl` against real voters: a rolling restart it drives, its gates and exit codes.
 mod ctl;
 
+// Tenant offboarding: a bucket purge over three voters and S3, its proof and its fence.
+mod purge;
+
 // StreamService, the private gRPC data plane on each node's client port.
 mod stream_plane;
 

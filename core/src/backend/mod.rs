@@ -251,7 +251,7 @@ impl<E: GroupEngine> Streams for NodeBackend<E> {
             && cmd.body.len() >= crate::cold::snapshots::EXTERNAL_PAYLOAD_MIN_SIZE
         {
             let body = std::mem::take(&mut cmd.body);
-            cmd.cold = Some(cold.store_snapshot(group.0, body).await.map_err(Self::cold_failed)?);
+            cmd.cold = Some(cold.store_snapshot(&cmd.key.bucket, group.0, body).await.map_err(Self::cold_failed)?);
         }
         self.publish(group, cmd).await
     }

@@ -46,7 +46,7 @@ impl<E: GroupEngine> NodeBackend<E> {
             return Err(PartsRefusal::DigestMismatch.into());
         }
         let group = self.group(&c.key);
-        let stored = cold.store_snapshot(group.0, body).await.map_err(Self::cold_failed)?;
+        let stored = cold.store_snapshot(&c.key.bucket, group.0, body).await.map_err(Self::cold_failed)?;
         let cmd = PublishSnapshot {
             key: c.key.clone(),
             offset: c.offset,

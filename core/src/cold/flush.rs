@@ -2,7 +2,7 @@
 //! uploads the whole hot tail of every stream older than
 //! `flush_max_hot_age`, and, once its hot bytes reached `flush_size`, its
 //! largest streams' oldest hot appends (at least `flush_size` in all), small slices of several
-//! streams packed into one object and large ones as objects of their own,
+//! streams of one bucket packed into one object and large ones as objects of their own,
 //! then commits the references through the group's log (`CommitCold`),
 //! which drops those bytes from every replica's memory. An upload that
 //! fails commits nothing and is tried again on a later tick, so no byte is
@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use ursula_stream::store::StreamState;
-use ursula_stream::{ColdPiece, Command, CommitCold, Incarnation, Offset, Outcome, StreamKey};
+use ursula_stream::{BucketId, ColdPiece, Command, CommitCold, Incarnation, Offset, Outcome, StreamKey};
 
 use super::Cold;
 use crate::engine::{GroupEngine, Leadership};
@@ -158,9 +158,12 @@ async fn upload<E: GroupEngine>(
     }
     let (small, large): (Vec<_>, Vec<_>) = slices.into_iter().partition(|s| s.len() < PACK_BELOW);
     let mut objects: Vec<Vec<Slice>> = large.into_iter().map(|s| vec![s]).collect();
-    if !small.is_empty() {
-        objects.push(small);
+    // Small slices are packed per bucket: every object lies in one bucket's erasure domain.
+    let mut packs: std::collections::BTreeMap<BucketId, Vec<Slice>> = Default::default();
+    for slice in small {
+        packs.entry(slice.key.bucket.clone()).or_default().push(slice);
     }
+    objects.extend(packs.into_values());
     let uploads = objects.into_iter().map(|slices| upload_and_commit(engine, cold, group, node_id, slices));
     let frozen: Vec<u64> =
         futures_util::stream::iter(uploads).buffer_unordered(cold.config.flush_max_concurrency.max(1)).collect().await;
@@ -174,6 +177,7 @@ async fn upload_and_commit<E: GroupEngine>(
     node_id: u64,
     slices: Vec<Slice>,
 ) -> u64 {
+    let Some(bucket) = slices.first().map(|s| s.key.bucket.clone()) else { return 0 };
     let mut body = BytesMut::new();
     let mut pieces = Vec::with_capacity(slices.len());
     for slice in slices {
@@ -193,7 +197,7 @@ async fn upload_and_commit<E: GroupEngine>(
         });
     }
     let name = format!("n{node_id}-{}-{}.seg", crate::clock::wall_ms(), OBJECTS.fetch_add(1, Relaxed));
-    let object = cold.object_key(group.0, &name);
+    let object = cold.object_key(&bucket, group.0, &name);
     let bytes = body.len() as u64;
     if let Err(e) = cold.store.put(&object, body.freeze()).await {
         cold.stats.upload_failures.fetch_add(1, Relaxed);

@@ -20,8 +20,13 @@ pub async fn collect_group<E: GroupEngine>(engine: &Arc<E>, cold: &Arc<Cold>, gr
     if !matches!(engine.leadership(group), Leadership::Local { .. }) {
         return 0;
     }
-    let prefix = cold.group_prefix(group.0);
-    let Ok(listed) = cold.store.list(&prefix).await else { return 0 };
+    // Every bucket the group ever held a stream of has a prefix to list.
+    let Ok(buckets) = engine.query(group, |store, _| store.buckets().cloned().collect::<Vec<_>>()) else { return 0 };
+    let mut listed = Vec::new();
+    for bucket in &buckets {
+        let Ok(mut objects) = cold.store.list(&cold.group_prefix(bucket, group.0)).await else { return 0 };
+        listed.append(&mut objects);
+    }
     // Referenced as of after the listing: an object listed and committed
     // meanwhile is seen as referenced.
     let Ok(referenced) = engine.query(group, |store, _| store.cold_objects()) else { return 0 };

@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 pub use store::{ColdError, ColdStore, MemoryColdStore};
+use ursula_stream::BucketId;
 
 /// `[storage.cold]` as a node runs with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,15 +130,27 @@ impl Cold {
         }
     }
 
-    /// Where `group`'s objects live: `{root}/cold/g{group}/`.
-    fn group_prefix(&self, group: u32) -> String {
+    /// Where every object of every bucket lives: `{root}/buckets/`. Each
+    /// bucket is one erasure domain under it (spec/35 "Tenant offboarding"),
+    /// apart from the Raft snapshots (`snapshots/`) and the epoch marker.
+    pub(crate) fn buckets_root(&self) -> String {
         let root = self.config.root.trim_matches('/');
-        if root.is_empty() { format!("cold/g{group}/") } else { format!("{root}/cold/g{group}/") }
+        if root.is_empty() { "buckets/".into() } else { format!("{root}/buckets/") }
     }
 
-    /// The key of a new object of `group`.
-    fn object_key(&self, group: u32, name: &str) -> String {
-        format!("{}{name}", self.group_prefix(group))
+    /// `{root}/buckets/{bucket}/`: everything the bucket stored.
+    pub fn bucket_prefix(&self, bucket: &BucketId) -> String {
+        format!("{}{}/", self.buckets_root(), bucket.as_str())
+    }
+
+    /// Where `group`'s cold objects of `bucket` live: `{bucket prefix}cold/g{group}/`.
+    fn group_prefix(&self, bucket: &BucketId, group: u32) -> String {
+        format!("{}cold/g{group}/", self.bucket_prefix(bucket))
+    }
+
+    /// The key of a new object of `group` in `bucket`.
+    fn object_key(&self, bucket: &BucketId, group: u32, name: &str) -> String {
+        format!("{}{name}", self.group_prefix(bucket, group))
     }
 
     fn unreferenced_since(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, std::time::Instant>> {

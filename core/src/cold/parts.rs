@@ -154,13 +154,32 @@ impl Cold {
         done.into_iter().flatten().collect()
     }
 
-    fn parts_root(&self) -> String {
-        let root = self.config.root.trim_matches('/');
-        if root.is_empty() { "parts/".into() } else { format!("{root}/parts/") }
+    /// `{bucket prefix}parts/{stream}/`: under the bucket's erasure domain.
+    fn stream_parts_prefix(&self, key: &StreamKey) -> String {
+        format!("{}parts/{}/", self.bucket_prefix(&key.bucket), key.stream.as_str())
     }
 
-    fn stream_parts_prefix(&self, key: &StreamKey) -> String {
-        format!("{}{}/{}/", self.parts_root(), key.bucket.as_str(), key.stream.as_str())
+    /// Every staged part under the buckets' root, with its bucket, stream
+    /// and the rest of its key (`{incarnation}/{id}`).
+    async fn listed_parts(&self) -> Result<Vec<ListedPart>, ColdError> {
+        let root = self.buckets_root();
+        let listed = self.store.list_sized(&root).await?;
+        Ok(listed
+            .into_iter()
+            .filter_map(|(object, size)| {
+                // `{bucket}/parts/{stream}/{incarnation}/{id}`: ids hold no `/`.
+                let mut segments = object.strip_prefix(&root)?.splitn(4, '/');
+                let (bucket, kind, stream, tail) =
+                    (segments.next()?, segments.next()?, segments.next()?, segments.next()?);
+                (kind == "parts").then(|| ListedPart {
+                    bucket: bucket.to_string(),
+                    stream: stream.to_string(),
+                    tail: tail.to_string(),
+                    object: object.clone(),
+                    size,
+                })
+            })
+            .collect())
     }
 
     fn parts_prefix(&self, key: &StreamKey, incarnation: Incarnation) -> String {
@@ -199,18 +218,10 @@ impl Cold {
     /// Every staged part's bytes, by stream: one listing of the parts tree
     /// (`/__ursula/usage`'s `staged_snapshot_parts`).
     pub async fn staged_part_bytes(&self) -> Result<Vec<(StreamKey, u64)>, ColdError> {
-        let root = self.parts_root();
-        let listed = self.store.list_sized(&root).await?;
         let mut by_stream: HashMap<(String, String), u64> = HashMap::new();
-        for (object, size) in listed {
-            let Some(rest) = object.strip_prefix(&root) else { continue };
-            // `{bucket}/{stream}/{incarnation}/{id}`: a stream id holds no `/`.
-            let mut segments = rest.splitn(3, '/');
-            let (Some(bucket), Some(stream), Some(tail)) = (segments.next(), segments.next(), segments.next()) else {
-                continue;
-            };
-            if parse_listed(tail).is_some() {
-                *by_stream.entry((bucket.to_string(), stream.to_string())).or_default() += size;
+        for part in self.listed_parts().await? {
+            if parse_listed(&part.tail).is_some() {
+                *by_stream.entry((part.bucket, part.stream)).or_default() += part.size;
             }
         }
         Ok(by_stream
@@ -357,13 +368,13 @@ impl Cold {
     /// The orphan sweep: deletes every part staged longer than
     /// `parts_grace` ago, whether its stream exists or not.
     pub async fn sweep_parts(&self) -> usize {
-        let root = self.parts_root();
-        let Ok(listed) = self.store.list(&root).await else { return 0 };
+        let Ok(listed) = self.listed_parts().await else { return 0 };
         let grace = u64::try_from(self.config.parts_grace.as_millis()).unwrap_or(u64::MAX);
         let before = crate::clock::wall_ms().saturating_sub(grace);
         let old = listed
             .into_iter()
-            .filter(|object| staged_ms(object.rsplit('/').next().unwrap_or_default()).is_some_and(|ms| ms < before))
+            .filter(|part| staged_ms(part.object.rsplit('/').next().unwrap_or_default()).is_some_and(|ms| ms < before))
+            .map(|part| part.object)
             .collect();
         let swept = self.delete_each(old).await.into_iter().filter(|(_, deleted)| deleted.is_ok()).count();
         if swept > 0 {
@@ -373,6 +384,16 @@ impl Cold {
         }
         swept
     }
+}
+
+/// A staged part as a listing of the buckets' root shows it.
+struct ListedPart {
+    bucket: String,
+    stream: String,
+    /// `{incarnation}/{id}`.
+    tail: String,
+    object: String,
+    size: u64,
 }
 
 fn fits(parts: u64, bytes: u64, declared: u64) -> Result<(), StagedBound> {

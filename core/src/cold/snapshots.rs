@@ -4,7 +4,7 @@
 //! takes a snapshot above one request).
 
 use bytes::Bytes;
-use ursula_stream::{ColdBody, Snapshot, SnapshotDigest};
+use ursula_stream::{BucketId, ColdBody, Snapshot, SnapshotDigest};
 
 use super::{Cold, ColdError};
 
@@ -16,9 +16,10 @@ pub(super) fn unique_name() -> String {
 }
 
 impl Cold {
-    /// Stores a snapshot body of `group`; the log then carries the reference.
-    pub async fn store_snapshot(&self, group: u32, body: Bytes) -> Result<ColdBody, ColdError> {
-        let object = self.object_key(group, &format!("snap-{}.snap", unique_name()));
+    /// Stores a snapshot body of a stream of `bucket` in `group`; the log
+    /// then carries the reference.
+    pub async fn store_snapshot(&self, bucket: &BucketId, group: u32, body: Bytes) -> Result<ColdBody, ColdError> {
+        let object = self.object_key(bucket, group, &format!("snap-{}.snap", unique_name()));
         let len = body.len() as u64;
         self.store.put(&object, body).await?;
         Ok(ColdBody { object, len })

@@ -25,7 +25,8 @@ fn touched(command: &Command) -> Option<&StreamKey> {
         Command::PublishSnapshot(c) => Some(&c.key),
         Command::AdvanceRetention(c) => Some(&c.key),
         // Moving bytes to the cold tier changes nothing a reader waits for.
-        Command::Renew(_) | Command::Sweep | Command::CommitCold(_) => None,
+        // A purge wakes every reader (below): it touches many streams.
+        Command::Renew(_) | Command::Sweep | Command::CommitCold(_) | Command::PurgeBucket(_) => None,
     }
 }
 
@@ -37,7 +38,11 @@ impl GroupState {
     pub fn apply(&mut self, command: Command, ctx: ApplyCtx) -> Outcome {
         // Only a stream someone waits on needs its key kept for the wake-up.
         let key = if self.watchers.is_empty() { None } else { touched(&command).cloned() };
+        let purge = matches!(command, Command::PurgeBucket(_));
         let outcome = self.store.apply(command, ctx);
+        if purge {
+            self.wake_all();
+        }
         if let Some(key) = key
             && let Some(tx) = self.watchers.get(&key)
         {

@@ -185,6 +185,22 @@ pub trait GroupEngine: Send + Sync + 'static {
     fn quorum(&self, _group: u32) -> impl Future<Output = Result<QuorumProof, AdminError>> + Send {
         async { Err(AdminError::NoRaft) }
     }
+    /// Purges `bucket` from `group` through the group's leader, wherever it
+    /// is: the streams removed. An engine without peers applies it here.
+    fn purge_group(
+        &self,
+        group: GroupId,
+        bucket: &ursula_stream::BucketId,
+    ) -> impl Future<Output = Result<u64, EngineError>> + Send {
+        let command = Command::PurgeBucket(ursula_stream::PurgeBucket { bucket: bucket.clone() });
+        let proposed = self.propose(group, command);
+        async move {
+            match proposed.await? {
+                Outcome::PurgeBucket { removed } => Ok(removed as u64),
+                other => Err(EngineError::Fatal(format!("a purge applied as {other:?}"))),
+            }
+        }
+    }
     /// Orders and applies one command in `group`, stamping its time and index.
     fn propose(&self, group: GroupId, command: Command) -> impl Future<Output = Result<Outcome, EngineError>> + Send;
     /// The group's applied state, which queries read and live readers wait on.

@@ -13,9 +13,11 @@ use serde::{Deserialize, Serialize};
 use super::types::{Entry, LogId, Proposal, StoredMembership, Vote};
 
 const VERSION: u8 = 1;
-/// Snapshots whose store carries committed usage (spec/35); a snapshot of
-/// version 1 decodes as `LegacyStreamStore`, its counters at zero.
-const SNAPSHOT_VERSION: u8 = 2;
+/// Snapshots whose store carries purge fences (spec/35 "Tenant
+/// offboarding"); version 2 (committed usage, no fences) decodes as
+/// `StoreWithoutFences`, version 1 as `LegacyStreamStore` (counters at zero).
+const SNAPSHOT_VERSION: u8 = 3;
+const SNAPSHOT_VERSION_WITHOUT_FENCES: u8 = 2;
 
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("cannot encode or decode {what}: {reason}")]
@@ -192,6 +194,11 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<DecodedSnapshot, CodecError> {
     let failed = |e: postcard::Error| CodecError { what: "snapshot", reason: e.to_string() };
     let (head, store): (SnapshotHead, ursula_stream::StreamStore) = match bytes.split_first() {
         Some((&SNAPSHOT_VERSION, rest)) => postcard::from_bytes(rest).map_err(failed)?,
+        Some((&SNAPSHOT_VERSION_WITHOUT_FENCES, rest)) => {
+            let (head, old): (SnapshotHead, ursula_stream::store::StoreWithoutFences) =
+                postcard::from_bytes(rest).map_err(failed)?;
+            (head, old.into())
+        }
         Some((&VERSION, rest)) => {
             let (head, legacy): (SnapshotHead, ursula_stream::store::LegacyStreamStore) =
                 postcard::from_bytes(rest).map_err(failed)?;
@@ -258,25 +265,30 @@ mod tests {
         }
     }
 
-    /// A snapshot written before committed usage (format 1) still restores,
-    /// its counters at zero; one in another write unit is refused.
+    /// Snapshots written before purge fences (format 2) and before committed
+    /// usage (format 1) still restore; one in another write unit is refused.
     #[test]
-    fn snapshots_of_the_first_format_restore_and_another_unit_is_refused() {
+    fn snapshots_of_earlier_formats_restore_and_another_unit_is_refused() {
         let membership = StoredMembership::default();
         let store = ursula_stream::StreamStore::new(7);
         let current = encode_snapshot(None, &membership, "s-1", &store).expect("a snapshot");
         assert_eq!(current[0], SNAPSHOT_VERSION);
-        assert_eq!(decode_snapshot(&current).expect("format 2").store, store);
+        assert_eq!(decode_snapshot(&current).expect("format 3").store, store);
+        // Format 2 is format 3 without the trailing fence set (empty: one byte).
+        let mut second = current.to_vec();
+        second.truncate(second.len() - 1);
+        second[0] = SNAPSHOT_VERSION_WITHOUT_FENCES;
+        assert_eq!(decode_snapshot(&second).expect("format 2").store, store, "no fences");
         // Format 1 is format 2 without the trailing usage map (empty: one
         // byte) and unit (10240: two varint bytes).
-        let mut first = current.to_vec();
+        let mut first = second.clone();
         first.truncate(first.len() - 3);
         first[0] = VERSION;
         let restored = decode_snapshot(&first).expect("format 1");
         assert_eq!(restored.store, store, "an empty store, its counters at zero");
         let mut other_unit = current.to_vec();
         let n = other_unit.len();
-        other_unit[n - 2..].copy_from_slice(&[0x80, 0x20]);
+        other_unit[n - 3..n - 1].copy_from_slice(&[0x80, 0x20]);
         let refused = decode_snapshot(&other_unit).map(|_| ()).expect_err("another unit");
         assert!(refused.reason.contains("4096"), "{refused}");
     }

@@ -78,6 +78,8 @@ fn bound_append(
 const BARRIER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long a bootstrap probe waits for a peer.
 const PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long a purge forwarded to a group's leader may take (its commit waits up to 10 s).
+const PURGE_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// Bytes of snapshot in one `InstallSnapshot` call.
 const SNAPSHOT_CHUNK_BYTES: usize = 4 * 1024 * 1024;
@@ -186,6 +188,19 @@ impl Peers {
         let (url, reply) = self.ask(leader, BARRIER_WAIT, |mut c| async move { c.read_barrier(request).await }).await?;
         match reply.result {
             Some(R::Index(index)) => Ok(index),
+            Some(R::NotLeader(_)) => Err(PeerError::NotLeader { url: url.to_owned(), group }),
+            Some(R::Refusal(r)) => Err(PeerError::refused(url, &r)),
+            None => Err(PeerError::Empty { url: url.to_owned() }),
+        }
+    }
+
+    /// Has `leader` purge `bucket` from `group`: the streams it removed.
+    pub async fn purge_bucket(&self, leader: NodeId, group: u32, bucket: &str) -> Result<u64, PeerError> {
+        use pb::purge_bucket_reply::Result as R;
+        let request = pb::PurgeBucketRequest { preamble: Some(self.preamble(group)), bucket: bucket.to_string() };
+        let (url, reply) = self.ask(leader, PURGE_WAIT, |mut c| async move { c.purge_bucket(request).await }).await?;
+        match reply.result {
+            Some(R::Removed(removed)) => Ok(removed),
             Some(R::NotLeader(_)) => Err(PeerError::NotLeader { url: url.to_owned(), group }),
             Some(R::Refusal(r)) => Err(PeerError::refused(url, &r)),
             None => Err(PeerError::Empty { url: url.to_owned() }),

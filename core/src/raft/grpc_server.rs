@@ -22,6 +22,10 @@ use super::types::{GroupRaft, LogId, NodeId, Snapshot, SnapshotMeta, Vote};
 
 use pb::refusal::Kind;
 
+/// How long a forwarded purge waits for its commit; a purge is idempotent,
+/// so the operator repeats one that timed out.
+const PURGE_COMMIT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A snapshot being received for a group: the chunks so far.
 struct Receiving {
     last_log_id: Option<LogId>,
@@ -208,6 +212,36 @@ impl RaftService for RaftServer {
             Err(r) => R::Refusal(r),
         };
         Ok(Response::new(pb::ReadBarrierReply { result: Some(result) }))
+    }
+
+    async fn purge_bucket(
+        &self,
+        request: Request<pb::PurgeBucketRequest>,
+    ) -> Result<Response<pb::PurgeBucketReply>, Status> {
+        use openraft::error::ClientWriteError;
+        use pb::purge_bucket_reply::Result as R;
+        let from = request.remote_addr();
+        let req = request.into_inner();
+        let result = match (self.group(req.preamble.as_ref(), from), ursula_stream::BucketId::parse(&req.bucket)) {
+            (Err(r), _) => R::Refusal(r),
+            (_, Err(e)) => R::Refusal(self.refusal(Kind::Malformed, e.to_string())),
+            (Ok(raft), Ok(bucket)) => {
+                let command = ursula_stream::Command::PurgeBucket(ursula_stream::PurgeBucket { bucket });
+                let write = raft.client_write(super::types::Proposal { now_ms: crate::clock::wall_ms(), command });
+                match tokio::time::timeout(PURGE_COMMIT_WAIT, write).await {
+                    Ok(Ok(done)) => match done.data {
+                        ursula_stream::Outcome::PurgeBucket { removed } => R::Removed(removed as u64),
+                        other => R::Refusal(self.refusal(Kind::Fatal, format!("a purge applied as {other:?}"))),
+                    },
+                    Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
+                        R::NotLeader(pb::NotLeader { leader: f.leader_id })
+                    }
+                    Ok(Err(e)) => R::Refusal(self.refusal(Kind::Fatal, e.to_string())),
+                    Err(_) => R::Refusal(self.refusal(Kind::Fatal, "the purge did not commit in time".into())),
+                }
+            }
+        };
+        Ok(Response::new(pb::PurgeBucketReply { result: Some(result) }))
     }
 
     async fn append_entries(

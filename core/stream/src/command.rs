@@ -35,6 +35,15 @@ pub enum Command {
     Sweep,
     /// Publishes ranges uploaded to the cold tier and drops them from memory.
     CommitCold(crate::cold::CommitCold),
+    /// Removes every stream of a bucket and fences the bucket for good
+    /// (spec/35 "Tenant offboarding").
+    PurgeBucket(PurgeBucket),
+}
+
+/// `DELETE /__ursula/purge/{bucket}`, one group's part.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone)]
+pub struct PurgeBucket {
+    pub bucket: crate::ids::BucketId,
 }
 
 /// `PUT /{bucket}/{stream}`.

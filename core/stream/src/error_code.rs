@@ -8,6 +8,7 @@
 pub enum ErrorCode {
     BodyTooSlow,
     BodyUnreadable,
+    BucketErased,
     BucketNotFound,
     ColdBackpressure,
     ColdStoreFailed,
@@ -81,6 +82,7 @@ impl ErrorCode {
     pub const ALL: &[ErrorCode] = &[
         ErrorCode::BodyTooSlow,
         ErrorCode::BodyUnreadable,
+        ErrorCode::BucketErased,
         ErrorCode::BucketNotFound,
         ErrorCode::ColdBackpressure,
         ErrorCode::ColdStoreFailed,
@@ -153,6 +155,7 @@ impl ErrorCode {
         match self {
             ErrorCode::BodyTooSlow => "BODY_TOO_SLOW",
             ErrorCode::BodyUnreadable => "BODY_UNREADABLE",
+            ErrorCode::BucketErased => "BUCKET_ERASED",
             ErrorCode::BucketNotFound => "BUCKET_NOT_FOUND",
             ErrorCode::ColdBackpressure => "COLD_BACKPRESSURE",
             ErrorCode::ColdStoreFailed => "COLD_STORE_FAILED",

@@ -39,7 +39,8 @@ pub mod usage;
 pub use boundary::Boundary;
 pub use cold::{ColdCut, ColdPiece, ColdSlice, ColdSpan, CommitCold};
 pub use command::{
-    AdvanceRetention, AppendStream, ApplyCtx, Body, Command, CreateStream, DeleteStream, PublishSnapshot, RenewStream,
+    AdvanceRetention, AppendStream, ApplyCtx, Body, Command, CreateStream, DeleteStream, PublishSnapshot, PurgeBucket,
+    RenewStream,
 };
 pub use content_type::ContentType;
 pub use error_code::ErrorCode;

@@ -136,6 +136,8 @@ pub enum Rejection {
     /// A create whose `Stream-Expires-At` is not after the time it applies
     /// at: the stream would be born expired.
     ExpiryNotInFuture,
+    /// The bucket was purged: its namespace is fenced for good (spec/35).
+    BucketErased,
 }
 
 impl Rejection {
@@ -157,6 +159,7 @@ impl Rejection {
         match self {
             Rejection::StreamNotFound => ErrorCode::StreamNotFound,
             Rejection::BucketNotFound => ErrorCode::BucketNotFound,
+            Rejection::BucketErased => ErrorCode::BucketErased,
             Rejection::StreamExistsConflict => ErrorCode::StreamAlreadyExistsConflict,
             Rejection::StreamClosed { .. } => ErrorCode::StreamClosed,
             Rejection::ContentTypeMismatch => ErrorCode::ContentTypeMismatch,

@@ -2,6 +2,7 @@
 
 pub mod drain;
 pub mod pin;
+pub mod purge;
 pub mod quorum;
 pub mod status;
 pub mod wait;

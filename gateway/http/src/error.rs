@@ -386,6 +386,7 @@ fn rejection_answer(r: &Rejection) -> ErrorAnswer {
     match r {
         Rejection::StreamNotFound => ErrorAnswer::new(S::NOT_FOUND, code, "the stream does not exist"),
         Rejection::BucketNotFound => ErrorAnswer::new(S::NOT_FOUND, code, "the bucket does not exist"),
+        Rejection::BucketErased => ErrorAnswer::new(S::NOT_FOUND, code, "the bucket was purged"),
         Rejection::StreamExistsConflict => {
             ErrorAnswer::new(S::CONFLICT, code, "the stream exists with another configuration")
         }

@@ -129,6 +129,10 @@ pub enum Outcome {
     CommitCold {
         frozen: usize,
     },
+    /// The streams a purge removed from the group (0 when it ran before).
+    PurgeBucket {
+        removed: usize,
+    },
 }
 
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Default, PartialEq, Eq)]
@@ -146,6 +150,30 @@ pub struct StreamStore {
     usage: BTreeMap<BucketId, CommittedUsage>,
     /// The unit of `write_units` these counters were kept in.
     write_unit_bytes: u64,
+    /// Purged buckets: creates and appends in them answer `BUCKET_ERASED`
+    /// for good. Persisted after `write_unit_bytes` (snapshot format 3).
+    erased: std::collections::BTreeSet<BucketId>,
+}
+
+/// A store as snapshot format 2 wrote it, before purge fences existed.
+#[derive(serde::Deserialize)]
+pub struct StoreWithoutFences {
+    history_id: u64,
+    streams: BTreeMap<BucketId, BTreeMap<StreamId, StreamState>>,
+    usage: BTreeMap<BucketId, CommittedUsage>,
+    write_unit_bytes: u64,
+}
+
+impl From<StoreWithoutFences> for StreamStore {
+    fn from(old: StoreWithoutFences) -> StreamStore {
+        StreamStore {
+            history_id: old.history_id,
+            streams: old.streams,
+            usage: old.usage,
+            write_unit_bytes: old.write_unit_bytes,
+            erased: Default::default(),
+        }
+    }
 }
 
 /// A store as snapshots wrote it before committed usage existed.
@@ -164,7 +192,13 @@ impl From<LegacyStreamStore> for StreamStore {
 
 impl StreamStore {
     pub fn new(history_id: u64) -> StreamStore {
-        StreamStore { history_id, streams: BTreeMap::new(), usage: BTreeMap::new(), write_unit_bytes: WRITE_UNIT_BYTES }
+        StreamStore {
+            history_id,
+            streams: BTreeMap::new(),
+            usage: BTreeMap::new(),
+            write_unit_bytes: WRITE_UNIT_BYTES,
+            erased: Default::default(),
+        }
     }
 
     /// The write unit the counters are kept in (a restore refuses another).
@@ -201,6 +235,17 @@ impl StreamStore {
 
     pub fn apply(&mut self, command: Command, ctx: ApplyCtx) -> Outcome {
         match command {
+            Command::Create(cmd) if self.erased.contains(&cmd.key.bucket) => {
+                Outcome::Create(Err(Rejection::BucketErased))
+            }
+            Command::Append(cmd) if self.erased.contains(&cmd.key.bucket) => {
+                Outcome::Append(Err(Rejection::BucketErased))
+            }
+            Command::PurgeBucket(cmd) => {
+                let removed = self.streams.remove(&cmd.bucket).map_or(0, |s| s.len());
+                self.erased.insert(cmd.bucket);
+                Outcome::PurgeBucket { removed }
+            }
             Command::Create(cmd) => {
                 let (bucket, records) = (cmd.key.bucket.clone(), records_in(&cmd.body));
                 let created = self.create(cmd, ctx);
@@ -316,6 +361,17 @@ impl StreamStore {
 
     fn live_mut(&mut self, key: &StreamKey, now_ms: u64) -> Option<&mut StreamState> {
         self.streams.get_mut(&key.bucket)?.get_mut(&key.stream).filter(|s| !s.clock.expired(now_ms))
+    }
+
+    /// Whether `bucket` was purged (its fence is installed in this group).
+    pub fn erased(&self, bucket: &BucketId) -> bool {
+        self.erased.contains(bucket)
+    }
+
+    /// Every bucket that ever held a stream here, purged ones included:
+    /// where the group's cold objects may be.
+    pub fn buckets(&self) -> impl Iterator<Item = &BucketId> {
+        self.streams.keys().chain(self.erased.iter())
     }
 
     /// Whether a stream of `bucket` was ever created in this group (buckets

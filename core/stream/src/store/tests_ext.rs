@@ -219,3 +219,59 @@ fn the_producer_cap_evicts_only_producers_idle_for_an_hour() {
     assert!(!stream.producers().contains_key("p0") && stream.producers().contains_key("p1"));
     assert_eq!(stream.epoch_floor(), Some(0));
 }
+
+/// spec/35 "Tenant offboarding": a purge removes every stream of its
+/// bucket, keeps the bucket's usage counters, and fences the bucket for
+/// good; other buckets are untouched; a second purge removes nothing.
+#[test]
+fn a_purge_removes_the_buckets_streams_and_fences_it_for_good() {
+    let mut h = Harness::new();
+    h.create_with("a", "text/plain", "one", Lifetime::Forever, false).expect("a");
+    h.create_with("b", "text/plain", "two", Lifetime::Forever, false).expect("b");
+    let other = StreamKey::parse("other", "c").expect("key");
+    let create_other = |key: StreamKey| {
+        Command::Create(CreateStream {
+            key,
+            content_type: ct("text/plain"),
+            lifetime: Lifetime::Forever,
+            closed: false,
+            stream_seq: None,
+            body: crate::command::Body::Bytes(Bytes::from_static(b"kept")),
+            expect: None,
+        })
+    };
+    assert!(matches!(h.apply(create_other(other.clone())), Outcome::Create(Ok(_))));
+    let usage_before = h.store.usage_report(h.now_ms);
+
+    let purge = || Command::PurgeBucket(crate::command::PurgeBucket { bucket: key("a").bucket });
+    assert_eq!(h.apply(purge()), Outcome::PurgeBucket { removed: 2 });
+    assert!(h.store.erased(&key("a").bucket) && !h.store.knows_bucket(&key("a").bucket));
+    assert!(h.store.live(&key("a"), h.now_ms).is_none());
+    // Creates and appends in it answer BUCKET_ERASED, now and after a second purge.
+    assert_eq!(h.create("a", "text/plain"), Err(Rejection::BucketErased));
+    assert_eq!(h.append(Harness::append_cmd("b", None, "x")), Err(Rejection::BucketErased));
+    assert_eq!(h.apply(purge()), Outcome::PurgeBucket { removed: 0 });
+    assert_eq!(h.create("new", "text/plain"), Err(Rejection::BucketErased));
+    // The other bucket is as it was; the purged bucket's counters stay.
+    let view = h
+        .store
+        .read(
+            &other,
+            ReadQuery {
+                from: ReadFrom::Start,
+                max_bytes: u64::MAX,
+                boundary: Boundary::Byte,
+                whole_json_messages: false,
+            },
+            h.now_ms,
+        )
+        .expect("the other bucket reads");
+    assert_eq!(view.chunks.concat(), b"kept");
+    let usage_after = h.store.usage_report(h.now_ms);
+    let committed = |u: &std::collections::BTreeMap<crate::ids::BucketId, crate::usage::BucketUsage>| {
+        u.get(&key("a").bucket).map(|l| (l.committed_append_bytes, l.committed_records))
+    };
+    assert_eq!(committed(&usage_after), committed(&usage_before), "committed counters survive the purge");
+    assert_eq!(usage_after.get(&key("a").bucket).map(|l| l.stream_count), Some(0));
+    assert!(h.store.buckets().any(|b| *b == key("a").bucket), "GC still knows where its objects were");
+}
