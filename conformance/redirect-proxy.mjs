@@ -17,11 +17,16 @@ const MAX_HOPS = 5
 
 function forward(target, req, body, res, hops) {
   const headers = { ...req.headers, host: target.host }
+  // Once a hop answered 307 its request is done with: a node may answer a
+  // large body's redirect before reading it and close the connection, and
+  // the write error that follows belongs to no one.
+  let redirected = false
   const out = request(
     { hostname: target.hostname, port: target.port, path: target.pathname + target.search, method: req.method, headers },
     (answer) => {
       const location = answer.headers.location
       if (answer.statusCode === 307 && location && hops < MAX_HOPS) {
+        redirected = true
         answer.resume()
         forward(new URL(location, target), req, body, res, hops + 1)
         return
@@ -31,14 +36,20 @@ function forward(target, req, body, res, hops) {
     },
   )
   out.on(`error`, (e) => {
+    if (redirected) return
     if (!res.headersSent) res.writeHead(502, { "content-type": `text/plain` })
     res.end(String(e))
   })
-  res.on(`close`, () => out.destroy())
+  res.on(`close`, () => {
+    if (!redirected) out.destroy()
+  })
   out.end(body)
 }
 
 const server = createServer((req, res) => {
+  // A client that went away must not take the proxy down.
+  req.on(`error`, () => {})
+  res.on(`error`, () => {})
   const chunks = []
   req.on(`data`, (c) => chunks.push(c))
   req.on(`end`, () => forward(new URL(req.url, upstream), req, Buffer.concat(chunks), res, 0))

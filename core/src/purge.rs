@@ -52,7 +52,8 @@ pub async fn purge_bucket<E: GroupEngine>(
         bucket_prefix_absent: true,
     };
     for g in 0..engine.group_count() {
-        let removed = engine.purge_group(GroupId(g), bucket).await?;
+        let command = ursula_stream::Command::PurgeBucket(ursula_stream::PurgeBucket { bucket: bucket.clone() });
+        let removed = engine.forward_to_leader(GroupId(g), command).await?;
         if removed > 0 {
             report.removed_streams += removed;
             report.groups_with_streams.push(g);

@@ -339,3 +339,47 @@ async fn a_wiped_voter_rejoins_by_snapshot_install_without_initializing_again() 
         }
     }
 }
+
+/// A read on a follower renews a sliding TTL (spec/13) through the group's
+/// leader: a stream read only on a follower outlives its TTL, and expires
+/// once the reads stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_on_a_follower_renew_a_sliding_ttl_through_the_leader() {
+    use crate::cluster_leadership::{group_of, metrics, start_all, wait_leaders};
+    let layout = Layout::new(3, "follower-ttl", 4, Planes::Shared);
+    let _nodes = start_all(&layout).await;
+    let urls = layout.client_urls();
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
+    let leaders = wait_leaders(&http, &urls, PATIENCE, "every group led", |_| true).await;
+    let path = "/sliding/ttl";
+    let leader = leaders[group_of(path, 4)];
+    let follower = &urls[if leader == 1 { 1 } else { 0 }];
+    let created = http
+        .put(format!("{}{path}", urls[leader as usize - 1]))
+        .header("content-type", TEXT)
+        .header("stream-ttl", "2")
+        .body("alive")
+        .send()
+        .await
+        .expect("create");
+    assert_eq!(created.status(), 201);
+    // Reads every 600 ms (past a quarter of the window) for twice the TTL.
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(4) {
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let read = http.get(format!("{follower}{path}?offset=-1")).send().await.expect("read");
+        let (status, body) = (read.status(), read.text().await.expect("body"));
+        assert_eq!((status.as_u16(), body.as_str()), (200, "alive"), "a follower's read, {:?} in", started.elapsed());
+    }
+    let m = metrics(&http, follower).await.expect("metrics");
+    assert!(m["raft_groups"][group_of(path, 4)]["current_leader"] == leader, "the reads stayed on a follower: {m}");
+    // Unread for longer than its TTL, it expires (a read now answers 404 and renews nothing).
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let read = http.get(format!("{follower}{path}?offset=-1")).send().await.expect("read");
+    assert_eq!(read.status(), 404, "the stream expired once unread");
+}

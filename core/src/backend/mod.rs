@@ -142,14 +142,18 @@ impl<E: GroupEngine> NodeBackend<E> {
         let due = self.query(key, |store, now| {
             Ok(store.live(key, now).filter(|s| s.clock.read_wants_renewal(now)).map(|s| s.incarnation))
         })?;
-        if let Some(incarnation) = due {
-            self.propose(key, Command::Renew(RenewStream { key: key.clone(), incarnation })).await?;
+        match due {
+            Some(incarnation) => self.renew(key, incarnation).await,
+            None => Ok(()),
         }
-        Ok(())
     }
 
-    async fn propose(&self, key: &StreamKey, command: Command) -> Result<Outcome, BackendError> {
-        self.propose_in(group_of(key, self.engine.group_count()), command).await
+    /// Renews `key`'s sliding TTL; a follower serving the read has its
+    /// leader propose the renewal (spec/13: any read renews).
+    async fn renew(&self, key: &StreamKey, incarnation: Incarnation) -> Result<(), BackendError> {
+        let renew = Command::Renew(RenewStream { key: key.clone(), incarnation });
+        self.engine.forward_to_leader(self.group(key), renew).await.map_err(internal)?;
+        Ok(())
     }
 
     async fn propose_in(&self, group: GroupId, command: Command) -> Result<Outcome, BackendError> {
@@ -313,8 +317,7 @@ impl<E: GroupEngine> Streams for NodeBackend<E> {
             return Err(BackendError::Internal("cold references without a cold store".into()));
         }
         if view.wants_renewal {
-            let renew = RenewStream { key: key.clone(), incarnation: view.info.incarnation };
-            self.propose(&key, Command::Renew(renew)).await?;
+            self.renew(&key, view.info.incarnation).await?;
         }
         Ok(view)
     }

@@ -117,6 +117,15 @@ pub enum AdminError {
     Failed(String),
 }
 
+/// What a forwarded command counted.
+pub fn counted(outcome: Outcome) -> Result<u64, EngineError> {
+    match outcome {
+        Outcome::PurgeBucket { removed } => Ok(removed as u64),
+        Outcome::Renew => Ok(0),
+        other => Err(EngineError::Fatal(format!("a forwarded command applied as {other:?}"))),
+    }
+}
+
 /// How a wait on a stream ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Waited {
@@ -185,21 +194,17 @@ pub trait GroupEngine: Send + Sync + 'static {
     fn quorum(&self, _group: u32) -> impl Future<Output = Result<QuorumProof, AdminError>> + Send {
         async { Err(AdminError::NoRaft) }
     }
-    /// Purges `bucket` from `group` through the group's leader, wherever it
-    /// is: the streams removed. An engine without peers applies it here.
-    fn purge_group(
+    /// Has the leader of `group`, wherever it is, propose `command`: a
+    /// read's TTL renewal or a purge's part (no client write: those are
+    /// redirected). Returns what it counted (the streams a purge removed).
+    /// An engine without peers applies it here.
+    fn forward_to_leader(
         &self,
         group: GroupId,
-        bucket: &ursula_stream::BucketId,
+        command: Command,
     ) -> impl Future<Output = Result<u64, EngineError>> + Send {
-        let command = Command::PurgeBucket(ursula_stream::PurgeBucket { bucket: bucket.clone() });
         let proposed = self.propose(group, command);
-        async move {
-            match proposed.await? {
-                Outcome::PurgeBucket { removed } => Ok(removed as u64),
-                other => Err(EngineError::Fatal(format!("a purge applied as {other:?}"))),
-            }
-        }
+        async move { counted(proposed.await?) }
     }
     /// Orders and applies one command in `group`, stamping its time and index.
     fn propose(&self, group: GroupId, command: Command) -> impl Future<Output = Result<Outcome, EngineError>> + Send;

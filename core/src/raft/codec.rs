@@ -98,6 +98,15 @@ fn decode<'a, T: Deserialize<'a>>(what: &'static str, bytes: &'a [u8]) -> Result
     }
 }
 
+/// A command a follower forwards to its leader (`ForwardCommand`).
+pub fn encode_command(command: &ursula_stream::Command) -> Result<Bytes, CodecError> {
+    encode("forwarded command", command)
+}
+
+pub fn decode_command(bytes: &[u8]) -> Result<ursula_stream::Command, CodecError> {
+    decode("forwarded command", bytes)
+}
+
 pub fn encode_entry(entry: &Entry) -> Result<Bytes, CodecError> {
     let payload = match &entry.payload {
         EntryPayload::Blank => PayloadOut::Blank,

@@ -234,22 +234,16 @@ impl GroupEngine for RaftEngine {
         self.snapshot_now(group).await
     }
 
-    async fn purge_group(&self, group: GroupId, bucket: &ursula_stream::BucketId) -> Result<u64, EngineError> {
-        let command = Command::PurgeBucket(ursula_stream::PurgeBucket { bucket: bucket.clone() });
+    async fn forward_to_leader(&self, group: GroupId, command: Command) -> Result<u64, EngineError> {
         match (self.leadership(group), &self.peers) {
-            (Leadership::Local { .. }, _) => match self.propose(group, command).await? {
-                Outcome::PurgeBucket { removed } => Ok(removed as u64),
-                other => Err(EngineError::Fatal(format!("a purge applied as {other:?}"))),
-            },
-            (Leadership::Peer { id, .. }, Some(peers)) => {
-                peers.purge_bucket(id, group.0, bucket.as_str()).await.map_err(|e| {
-                    tracing::warn!(group = group.0, leader = id, error = %e, "a forwarded purge got no answer");
-                    match e {
-                        super::peer_error::PeerError::Timeout { .. } => EngineError::OutcomeUnknown(group),
-                        _ => EngineError::NoLeader(group),
-                    }
-                })
-            }
+            (Leadership::Local { .. }, _) => crate::engine::counted(self.propose(group, command).await?),
+            (Leadership::Peer { id, .. }, Some(peers)) => peers.forward(id, group.0, &command).await.map_err(|e| {
+                tracing::warn!(group = group.0, leader = id, error = %e, "a command forwarded to the leader got no answer");
+                match e {
+                    super::peer_error::PeerError::Timeout { .. } => EngineError::OutcomeUnknown(group),
+                    _ => EngineError::NoLeader(group),
+                }
+            }),
             _ => Err(EngineError::NoLeader(group)),
         }
     }

@@ -78,8 +78,8 @@ fn bound_append(
 const BARRIER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long a bootstrap probe waits for a peer.
 const PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
-/// How long a purge forwarded to a group's leader may take (its commit waits up to 10 s).
-const PURGE_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+/// How long a command forwarded to a group's leader may take (its commit waits up to 10 s).
+const FORWARD_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// Bytes of snapshot in one `InstallSnapshot` call.
 const SNAPSHOT_CHUNK_BYTES: usize = 4 * 1024 * 1024;
@@ -194,13 +194,20 @@ impl Peers {
         }
     }
 
-    /// Has `leader` purge `bucket` from `group`: the streams it removed.
-    pub async fn purge_bucket(&self, leader: NodeId, group: u32, bucket: &str) -> Result<u64, PeerError> {
-        use pb::purge_bucket_reply::Result as R;
-        let request = pb::PurgeBucketRequest { preamble: Some(self.preamble(group)), bucket: bucket.to_string() };
-        let (url, reply) = self.ask(leader, PURGE_WAIT, |mut c| async move { c.purge_bucket(request).await }).await?;
+    /// Has `leader` propose `command` in `group`: what it counted.
+    pub async fn forward(
+        &self,
+        leader: NodeId,
+        group: u32,
+        command: &ursula_stream::Command,
+    ) -> Result<u64, PeerError> {
+        use pb::forward_command_reply::Result as R;
+        let bytes = super::codec::encode_command(command)?;
+        let request = pb::ForwardCommandRequest { preamble: Some(self.preamble(group)), command: bytes.to_vec() };
+        let (url, reply) =
+            self.ask(leader, FORWARD_WAIT, |mut c| async move { c.forward_command(request).await }).await?;
         match reply.result {
-            Some(R::Removed(removed)) => Ok(removed),
+            Some(R::Count(count)) => Ok(count),
             Some(R::NotLeader(_)) => Err(PeerError::NotLeader { url: url.to_owned(), group }),
             Some(R::Refusal(r)) => Err(PeerError::refused(url, &r)),
             None => Err(PeerError::Empty { url: url.to_owned() }),

@@ -22,9 +22,9 @@ use super::types::{GroupRaft, LogId, NodeId, Snapshot, SnapshotMeta, Vote};
 
 use pb::refusal::Kind;
 
-/// How long a forwarded purge waits for its commit; a purge is idempotent,
-/// so the operator repeats one that timed out.
-const PURGE_COMMIT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a forwarded command waits for its commit (both kinds are
+/// idempotent: a renewal, a purge).
+const FORWARD_COMMIT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A snapshot being received for a group: the chunks so far.
 struct Receiving {
@@ -214,34 +214,42 @@ impl RaftService for RaftServer {
         Ok(Response::new(pb::ReadBarrierReply { result: Some(result) }))
     }
 
-    async fn purge_bucket(
+    async fn forward_command(
         &self,
-        request: Request<pb::PurgeBucketRequest>,
-    ) -> Result<Response<pb::PurgeBucketReply>, Status> {
+        request: Request<pb::ForwardCommandRequest>,
+    ) -> Result<Response<pb::ForwardCommandReply>, Status> {
         use openraft::error::ClientWriteError;
-        use pb::purge_bucket_reply::Result as R;
+        use pb::forward_command_reply::Result as R;
+        use ursula_stream::{Command, Outcome};
         let from = request.remote_addr();
         let req = request.into_inner();
-        let result = match (self.group(req.preamble.as_ref(), from), ursula_stream::BucketId::parse(&req.bucket)) {
+        let result = match (self.group(req.preamble.as_ref(), from), conv_command(&req.command)) {
             (Err(r), _) => R::Refusal(r),
-            (_, Err(e)) => R::Refusal(self.refusal(Kind::Malformed, e.to_string())),
-            (Ok(raft), Ok(bucket)) => {
-                let command = ursula_stream::Command::PurgeBucket(ursula_stream::PurgeBucket { bucket });
+            (_, Err(why)) => R::Refusal(self.refusal(Kind::Malformed, why)),
+            (Ok(raft), Ok(command)) => {
                 let write = raft.client_write(super::types::Proposal { now_ms: crate::clock::wall_ms(), command });
-                match tokio::time::timeout(PURGE_COMMIT_WAIT, write).await {
+                match tokio::time::timeout(FORWARD_COMMIT_WAIT, write).await {
                     Ok(Ok(done)) => match done.data {
-                        ursula_stream::Outcome::PurgeBucket { removed } => R::Removed(removed as u64),
-                        other => R::Refusal(self.refusal(Kind::Fatal, format!("a purge applied as {other:?}"))),
+                        Outcome::PurgeBucket { removed } => R::Count(removed as u64),
+                        Outcome::Renew => R::Count(0),
+                        other => R::Refusal(self.refusal(Kind::Fatal, format!("applied as {other:?}"))),
                     },
                     Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
                         R::NotLeader(pb::NotLeader { leader: f.leader_id })
                     }
                     Ok(Err(e)) => R::Refusal(self.refusal(Kind::Fatal, e.to_string())),
-                    Err(_) => R::Refusal(self.refusal(Kind::Fatal, "the purge did not commit in time".into())),
+                    Err(_) => R::Refusal(self.refusal(Kind::Fatal, "the command did not commit in time".into())),
                 }
             }
         };
-        Ok(Response::new(pb::PurgeBucketReply { result: Some(result) }))
+        // Only these two commands are forwarded (`Command` has no others a follower proposes).
+        fn conv_command(bytes: &[u8]) -> Result<Command, String> {
+            match super::codec::decode_command(bytes).map_err(|e| e.to_string())? {
+                c @ (Command::Renew(_) | Command::PurgeBucket(_)) => Ok(c),
+                _ => Err("only renewals and purges are forwarded".into()),
+            }
+        }
+        Ok(Response::new(pb::ForwardCommandReply { result: Some(result) }))
     }
 
     async fn append_entries(
