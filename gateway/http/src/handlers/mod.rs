@@ -73,12 +73,7 @@ where
         Some(answer) => {
             // A refusal before the body was read (a quota, a credential):
             // the client may still be sending it. A cache hit has none.
-            if !http_body::Body::is_end_stream(&body) {
-                tokio::spawn(async move {
-                    let mut body = std::pin::pin!(body);
-                    crate::front::drain_refused_body(&mut body).await;
-                });
-            }
+            drain_unread(&parts.headers, body);
             answer
         }
         None => dispatch(shared, Request::from_parts(parts, body)).await.unwrap_or_else(|e| render::error(&e, head)),
@@ -111,8 +106,12 @@ where
     let routed = route(req.uri().path())?;
     crate::headers::refuse_duplicates(req.headers())?;
     crate::headers::refuse_encoded_body(req.headers())?;
-    if let Some(key) = write_target(&routed, req.method()) {
-        route_write(&shared, key, &req)?;
+    if let Some(key) = write_target(&routed, req.method())
+        && let Err(elsewhere) = route_write(&shared, key, &req)
+    {
+        let (parts, body) = req.into_parts();
+        drain_unread(&parts.headers, body);
+        return Err(elsewhere);
     }
     match routed {
         Route::Bucket(_) if req.method() == Method::PUT => {
@@ -212,6 +211,25 @@ pub(crate) async fn leader_read<B: Backend, T>(
 ) -> Result<(), ApiError> {
     route_write(shared, key, req)?;
     Ok(shared.backend.linearize(key).await?)
+}
+
+/// The rest of a body answered before it was read (a redirect, a refusal)
+/// is read and dropped in the background, so an HTTP/1.1 client still
+/// sending it reads the answer instead of a reset (extensions §5.5). A
+/// client that sent `Expect: 100-continue` sends no body then.
+fn drain_unread<T>(headers: &http::HeaderMap, body: T)
+where
+    T: http_body::Body<Data = Bytes> + Send + 'static,
+{
+    let continues =
+        headers.get(http::header::EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    if continues || http_body::Body::is_end_stream(&body) {
+        return;
+    }
+    tokio::spawn(async move {
+        let mut body = std::pin::pin!(body);
+        crate::front::drain_refused_body(&mut body).await;
+    });
 }
 
 /// Redirects a write this node does not lead, before its body is read.
