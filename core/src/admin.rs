@@ -162,10 +162,7 @@ impl<E: GroupEngine> Admin<E> {
 impl<E: GroupEngine> Admin<E> {
     /// `GET`, `POST` and `DELETE /__ursula/leadership-shed/maintenance` (spec/35).
     async fn maintenance(&self, set: Option<bool>) -> Answer {
-        match self.engine.maintenance(set).await {
-            Ok(state) => json_answer(StatusCode::OK, serde_json::json!(state)),
-            Err(e) => admin_error(e),
-        }
+        admin_answer(self.engine.maintenance(set).await)
     }
 
     /// `DELETE /__ursula/purge/{bucket}` (spec/35 "Tenant offboarding").
@@ -185,16 +182,7 @@ impl<E: GroupEngine> Admin<E> {
         let Ok(group) = group.parse::<u32>() else {
             return refusal(ApiError::NotFound);
         };
-        match self.engine.quorum(group).await {
-            Ok(p) => json_answer(
-                StatusCode::OK,
-                serde_json::json!({
-                    "raft_group_id": p.group, "leader": p.leader, "term": p.term,
-                    "required_applied_index": p.required_applied_index,
-                }),
-            ),
-            Err(e) => admin_error(e),
-        }
+        admin_answer(self.engine.quorum(group).await)
     }
 
     /// `POST /__ursula/raft/{group}/snapshot` (spec/35).
@@ -202,13 +190,15 @@ impl<E: GroupEngine> Admin<E> {
         let Ok(group) = group.parse::<u32>() else {
             return refusal(ApiError::NotFound);
         };
-        match self.engine.snapshot(group).await {
-            Ok(t) => json_answer(
-                StatusCode::OK,
-                serde_json::json!({ "raft_group_id": t.group, "snapshot_index": t.snapshot_index }),
-            ),
-            Err(e) => admin_error(e),
-        }
+        admin_answer(self.engine.snapshot(group).await)
+    }
+}
+
+/// `200` with the JSON of what an admin operation returned, or its refusal.
+fn admin_answer<T: serde::Serialize>(result: Result<T, AdminError>) -> Answer {
+    match result {
+        Ok(done) => json_answer(StatusCode::OK, serde_json::json!(done)),
+        Err(e) => admin_error(e),
     }
 }
 

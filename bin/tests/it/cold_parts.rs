@@ -111,7 +111,9 @@ async fn a_stream_holds_at_most_8192_unused_parts_and_a_discard_frees_them() {
     let incarnation = leader.head(S).send().await.expect(200).must("stream-incarnation").to_string();
     // 8,192 parts staged earlier (by an abandoned upload), written straight
     // into the S3 server's directory before the node first counts them.
-    let dir = s3.dir.path().join(BUCKET).join(format!("it/parts{S}/{incarnation}"));
+    // Under the bucket's erasure domain: `{root}/buckets/{bucket}/parts/{stream}/{incarnation}/`.
+    let (bucket, stream) = S.trim_start_matches('/').split_once('/').expect("bucket/stream");
+    let dir = s3.dir.path().join(BUCKET).join(format!("it/buckets/{bucket}/parts/{stream}/{incarnation}"));
     std::fs::create_dir_all(&dir).expect("the parts directory");
     let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_millis();
     for i in 0..8192u64 {

@@ -85,8 +85,9 @@ pub struct ShedState {
 
 /// A snapshot the admin plane asked for: the group's snapshot covers
 /// everything it had applied when asked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct SnapshotTaken {
+    #[serde(rename = "raft_group_id")]
     pub group: u32,
     pub snapshot_index: u64,
 }
@@ -94,8 +95,9 @@ pub struct SnapshotTaken {
 /// A leader's proof of its leadership (`GET /__ursula/raft/{group}/quorum`):
 /// a quorum confirmed it in `term` after the request arrived, and every
 /// replica that applies `required_applied_index` holds what it committed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct QuorumProof {
+    #[serde(rename = "raft_group_id")]
     pub group: u32,
     pub leader: u64,
     pub term: u64,
