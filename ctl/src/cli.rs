@@ -51,6 +51,9 @@ pub enum Verb {
         /// Print the transfer plan and change nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Entries a target may be behind the group's commit (the transfer lets it catch up).
+        #[arg(long, default_value_t = 64, value_name = "ENTRIES")]
+        lag_tolerance: u64,
         /// Give up (exit 2) when the node still leads a group after this long.
         #[arg(long, default_value_t = 120, value_name = "SECS")]
         timeout_secs: u64,

@@ -29,8 +29,8 @@ async fn run(cli: Cli) -> Result<()> {
         Verb::WaitReady { expected_groups, timeout_secs } => {
             verbs::wait::wait_ready(&cluster, expected_groups, secs(timeout_secs)).await
         }
-        Verb::Drain { node, dry_run, timeout_secs } => {
-            verbs::drain::drain(&cluster, node, dry_run, secs(timeout_secs)).await
+        Verb::Drain { node, dry_run, lag_tolerance, timeout_secs } => {
+            verbs::drain::drain(&cluster, node, dry_run, lag_tolerance, secs(timeout_secs)).await
         }
         Verb::Undrain { node } => verbs::drain::undrain(&cluster, node).await,
         Verb::Wait { node, lag_tolerance, stall_timeout_secs } => {

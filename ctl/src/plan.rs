@@ -14,15 +14,19 @@ pub type Observation = BTreeMap<u64, NodeMetrics>;
 pub struct DrainPlan {
     /// `(group, target)`, in group order.
     pub moves: Vec<(u32, u64)>,
-    /// Groups it leads that no peer may safely take now.
+    /// Groups it leads that no peer may take at all: none is a voter of the
+    /// group that answered and takes leaderships. A drain stops here.
     pub stuck: Vec<u32>,
+    /// Groups whose eligible peers are all further behind than the
+    /// tolerance: planned again once one catches up.
+    pub lagging: Vec<u32>,
 }
 
 /// Plans the hand-off of every group `from` leads: each to a peer that is
-/// a voter of the group, takes leaderships, and has applied everything the
-/// group committed, the least loaded first (leaderships it holds plus
-/// those planned for it), ties to the lower id.
-pub fn drain_plan(obs: &Observation, from: u64) -> DrainPlan {
+/// a voter of the group, takes leaderships, and has applied what the group
+/// committed (within `tolerance` entries), the least loaded first
+/// (leaderships it holds plus those planned for it), ties to the lower id.
+pub fn drain_plan(obs: &Observation, from: u64, tolerance: u64) -> DrainPlan {
     let mut plan = DrainPlan::default();
     let Some(me) = obs.get(&from) else { return plan };
     let mut load: BTreeMap<u64, usize> = obs
@@ -33,20 +37,24 @@ pub fn drain_plan(obs: &Observation, from: u64) -> DrainPlan {
     for group in me.led_by(from) {
         let Some(mine) = me.group(group) else { continue };
         let committed = mine.committed_index.unwrap_or(0);
-        let target = load
+        let applied_by = |id: &u64| obs.get(id).and_then(|m| m.group(group)).map(|g| g.last_applied_index);
+        let eligible: Vec<(u64, usize)> = load
             .iter()
-            .filter(|(id, _)| mine.voters.contains(id))
-            .filter(|(id, _)| {
-                obs.get(id).and_then(|m| m.group(group)).is_some_and(|g| g.last_applied_index >= committed)
-            })
-            .min_by_key(|(id, n)| (**n, **id))
+            .filter(|(id, _)| mine.voters.contains(id) && applied_by(id).is_some())
+            .map(|(id, n)| (*id, *n))
+            .collect();
+        let target = eligible
+            .iter()
+            .filter(|(id, _)| applied_by(id).is_some_and(|a| a.saturating_add(tolerance) >= committed))
+            .min_by_key(|(id, n)| (*n, *id))
             .map(|(id, _)| *id);
         match target {
             Some(to) => {
                 *load.entry(to).or_default() += 1;
                 plan.moves.push((group, to));
             }
-            None => plan.stuck.push(group),
+            None if eligible.is_empty() => plan.stuck.push(group),
+            None => plan.lagging.push(group),
         }
     }
     plan
@@ -199,23 +207,28 @@ mod tests {
         let state =
             |applied: &[u64]| node(&leaders.iter().zip(applied).map(|(l, a)| (*l, 10, *a)).collect::<Vec<_>>(), "none");
         let obs: Observation = [(1, state(&[10; 5])), (2, state(&[10; 5])), (3, state(&[10, 10, 9, 10, 10]))].into();
-        let plan = drain_plan(&obs, 1);
+        let plan = drain_plan(&obs, 1, 0);
         assert_eq!(plan.moves, [(0, 3), (1, 2), (2, 2), (3, 3)], "group 2: node 3 is behind; balance the rest");
-        assert!(plan.stuck.is_empty());
+        assert!(plan.stuck.is_empty() && plan.lagging.is_empty());
+        let tolerant = drain_plan(&obs, 1, 1);
+        assert_eq!(tolerant.moves, [(0, 3), (1, 2), (2, 3), (3, 2)], "one entry behind is within the tolerance");
     }
 
     #[test]
-    fn a_drain_never_picks_a_drained_or_lagging_peer_and_names_what_is_stuck() {
+    fn a_drain_never_picks_a_drained_or_lagging_peer_and_tells_lagging_from_stuck() {
         let obs: Observation = [
             (1, node(&[(1, 10, 10), (1, 10, 10)], "none")),
             (2, node(&[(1, 10, 10), (1, 10, 10)], "maintenance-drain")),
             (3, node(&[(1, 10, 10), (1, 10, 7)], "none")),
         ]
         .into();
-        let plan = drain_plan(&obs, 1);
-        assert_eq!((plan.moves, plan.stuck), (vec![(0, 3)], vec![1]));
+        let plan = drain_plan(&obs, 1, 0);
+        assert_eq!((plan.moves, plan.stuck, plan.lagging), (vec![(0, 3)], vec![], vec![1]), "node 3 may catch up");
         let alone: Observation = [(1, node(&[(1, 10, 10)], "none"))].into();
-        assert_eq!(drain_plan(&alone, 1).stuck, [0], "no peer answered: nothing is safe");
+        assert_eq!(drain_plan(&alone, 1, 0).stuck, [0], "no peer answered: nothing is safe");
+        let mut drained = obs.clone();
+        drained.get_mut(&3).expect("3").leadership_shed = Some("maintenance-drain".into());
+        assert_eq!(drain_plan(&drained, 1, 0).stuck, [0, 1], "every other voter is drained");
     }
 
     #[test]

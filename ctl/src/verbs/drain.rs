@@ -37,16 +37,19 @@ async fn observe(cluster: &Cluster, node: u64) -> Result<Observation> {
 fn describe(plan: &DrainPlan) -> String {
     let moves: Vec<String> = plan.moves.iter().map(|(g, to)| format!("group {g} -> node {to}")).collect();
     let mut text = if moves.is_empty() { "nothing to move".to_string() } else { moves.join(", ") };
+    if !plan.lagging.is_empty() {
+        text.push_str(&format!("; groups {:?} wait for a peer to catch up", plan.lagging));
+    }
     if !plan.stuck.is_empty() {
         text.push_str(&format!("; no safe target for groups {:?}", plan.stuck));
     }
     text
 }
 
-pub async fn drain(cluster: &Cluster, node: u64, dry_run: bool, timeout: Duration) -> Result<()> {
+pub async fn drain(cluster: &Cluster, node: u64, dry_run: bool, tolerance: u64, timeout: Duration) -> Result<()> {
     cluster.manifest.node(node)?;
     let obs = observe(cluster, node).await?;
-    let plan = drain_plan(&obs, node);
+    let plan = drain_plan(&obs, node, tolerance);
     if dry_run {
         println!("drain plan for node {node}: {}", describe(&plan));
         return if plan.stuck.is_empty() { Ok(()) } else { Err(abort_stuck(node, &plan)) };
@@ -99,8 +102,10 @@ pub async fn drain(cluster: &Cluster, node: u64, dry_run: bool, timeout: Duratio
                 timeout.as_secs()
             )));
         }
-        plan = drain_plan(&obs, node);
-        if !plan.stuck.is_empty() && started.elapsed() >= timeout / 2 {
+        plan = drain_plan(&obs, node, tolerance);
+        // A peer that left meanwhile (drained, down) leaves a group cornered: stop.
+        if !plan.stuck.is_empty() {
+            progress.done();
             return Err(abort_stuck(node, &plan));
         }
     }
@@ -108,7 +113,7 @@ pub async fn drain(cluster: &Cluster, node: u64, dry_run: bool, timeout: Duratio
 
 fn abort_stuck(node: u64, plan: &DrainPlan) -> CtlError {
     CtlError::Abort(format!(
-        "no safe transfer target for node {node}'s groups {:?}: no caught-up voter that takes leaderships",
+        "no safe transfer target for node {node}'s groups {:?}: no other voter of them answers and takes leaderships",
         plan.stuck
     ))
 }
