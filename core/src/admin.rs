@@ -1,11 +1,12 @@
 //! The admin plane (`server.admin_listen`, `127.0.0.1:4438` by default;
 //! spec/08, spec/35 "Admin endpoints"): operator routes kept off the client
 //! plane. It serves `GET /__ursula/metrics` (with this process's
-//! `process_incarnation`), `GET /__ursula/ready`, `POST
-//! /__ursula/flush-cold/{bucket}/{stream}` and `POST
-//! /__ursula/raft/{group}/leader/transfer/{node}`, which like every admin
-//! mutation need `x-ursula-process-incarnation` naming this process
-//! (`428` without it, `412` for another).
+//! `process_incarnation`), `GET /__ursula/ready`, `/__ursula/usage`, the
+//! cold flush of one stream, leadership transfers, snapshots on demand,
+//! quorum proofs, the maintenance mark
+//! (`/__ursula/leadership-shed/maintenance`), bucket purge and the backup
+//! export. Every mutation needs `x-ursula-process-incarnation` naming this
+//! process (`428` without it, `412` for another).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -35,6 +36,7 @@ pub struct Admin<E> {
     pub engine: Arc<E>,
     pub cold: Option<Arc<Cold>>,
     pub node_id: u64,
+    pub cluster_id: String,
 }
 
 /// An admin refusal, rendered as every refusal of the client plane is.
@@ -83,6 +85,10 @@ impl<E: GroupEngine> Admin<E> {
                 }
                 self.snapshot(group).await
             }
+            (&Method::GET, ["__ursula", "backup", "info"]) => {
+                json_answer(StatusCode::OK, serde_json::json!(crate::backup::info(&*self.engine, &self.cluster_id)))
+            }
+            (&Method::GET, ["__ursula", "backup", "group", group]) => self.export(group),
             (&Method::DELETE, ["__ursula", "purge", bucket]) => {
                 if let Err(refused) = check_incarnation(&req) {
                     return refusal(refused);
@@ -99,6 +105,7 @@ impl<E: GroupEngine> Admin<E> {
             | (_, ["__ursula", "raft", _, "snapshot" | "quorum"])
             | (_, ["__ursula", "leadership-shed", ..])
             | (_, ["__ursula", "purge", _])
+            | (_, ["__ursula", "backup", "info" | "group", ..])
             | (_, ["__ursula", "flush-cold", ..])
             | (_, ["__ursula", "metrics" | "ready" | "usage"]) => refusal(ApiError::MethodNotAllowed),
             _ => refusal(ApiError::NotFound),
@@ -163,6 +170,31 @@ impl<E: GroupEngine> Admin<E> {
     /// `GET`, `POST` and `DELETE /__ursula/leadership-shed/maintenance` (spec/35).
     async fn maintenance(&self, set: Option<bool>) -> Answer {
         admin_answer(self.engine.maintenance(set).await)
+    }
+
+    /// `GET /__ursula/backup/group/{group}`: the group object, with the
+    /// replica's applied index and the object's digest in headers.
+    fn export(&self, group: &str) -> Answer {
+        let Some(group) = group.parse::<u32>().ok().filter(|g| *g < self.engine.group_count()) else {
+            return refusal(ApiError::NotFound);
+        };
+        match crate::backup::export(&*self.engine, group) {
+            Ok(e) => {
+                let b = ursula_http::render::builder(StatusCode::OK)
+                    .header(http::header::CONTENT_TYPE, "application/vnd.msgpack")
+                    .header(http::header::CACHE_CONTROL, "no-store")
+                    .header("x-ursula-backup-format", ursula_stream::backup::BACKUP_FORMAT.to_string())
+                    .header("x-ursula-backup-commit-index", e.commit_index.to_string())
+                    .header("x-ursula-backup-blake3", e.blake3)
+                    .header("x-ursula-backup-buckets", e.buckets.to_string())
+                    .header("x-ursula-backup-streams", e.streams.to_string());
+                ursula_http::render::finish(b, ursula_http::render::full(e.bytes))
+            }
+            Err(e) => {
+                tracing::error!(group, error = %e, "exporting a group for a backup failed");
+                refusal(admin_refusal(StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal, "the export failed"))
+            }
+        }
     }
 
     /// `DELETE /__ursula/purge/{bucket}` (spec/35 "Tenant offboarding").

@@ -13,6 +13,7 @@
 //! - `clock`: the one `now` of a node, behind a trait.
 //! - `cold`: the S3 cold tier: flush, reads, snapshot parts, GC.
 //! - `admin`: the admin plane (`server.admin_listen`).
+//! - `backup`: exporting a group's state for a backup.
 //! - `config`: the config file and CLI overrides.
 //! - `node`: starting a node on a bound listener.
 //! - `process`: this process's identity.
@@ -20,6 +21,7 @@
 
 pub mod admin;
 pub mod backend;
+pub mod backup;
 pub mod clock;
 pub mod cold;
 pub mod config;

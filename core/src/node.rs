@@ -154,8 +154,14 @@ async fn serve<E: GroupEngine>(
     };
     let flusher = cold.clone().map(|c| tokio::spawn(crate::cold::flush::run(engine.clone(), c, me.node_id)));
     let backend = Arc::new(NodeBackend::new(engine.clone(), cold.clone()));
-    let admin =
-        start_admin(config, crate::admin::Admin { backend: backend.clone(), engine, cold, node_id: me.node_id }).await;
+    let admin = crate::admin::Admin {
+        backend: backend.clone(),
+        engine,
+        cold,
+        node_id: me.node_id,
+        cluster_id: cluster_id.clone(),
+    };
+    let admin = start_admin(config, admin).await;
     let address = listener.local_addr()?;
     let client_url = me.client_url.unwrap_or_else(|| format!("http://{address}"));
     let streams = StreamPlane::new(backend.clone(), cluster_id.clone(), me.node_id, client_url).service();

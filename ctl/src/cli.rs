@@ -101,6 +101,20 @@ pub enum Verb {
         #[arg(long, default_value_t = 120, value_name = "SECS")]
         timeout_secs: u64,
     },
+    /// Export every Raft group into a backup: one MessagePack object per group (the replica with the highest index) and manifest.json, written last.
+    BackupCreate {
+        /// A local directory (created if missing). `s3://` locations are not supported by this build.
+        #[arg(long, value_name = "DIR")]
+        location: String,
+        /// The manifest's timestamp instead of now.
+        #[arg(long, value_name = "MS")]
+        created_unix_ms: Option<u64>,
+    },
+    /// Check a backup without a cluster: the manifest lists every group once, and each object's size, BLAKE3 and contents.
+    BackupVerify {
+        #[arg(long, value_name = "DIR")]
+        location: String,
+    },
     /// Print the manifest with each node's current process incarnation pinned (JSON).
     PinIncarnations {
         /// Pin a new process for this one node (a replacement); every other node must match its saved pin.

@@ -115,6 +115,19 @@ impl Cluster {
         Ok((status == StatusCode::OK, body))
     }
 
+    /// A `GET` on node `id`'s admin plane: its status, headers and body.
+    pub async fn admin_get(
+        &self,
+        id: u64,
+        path: &str,
+    ) -> Result<(StatusCode, reqwest::header::HeaderMap, bytes::Bytes)> {
+        let url = format!("{}{path}", self.entry(id)?.admin_url());
+        let answer = self.http.get(&url).send().await.map_err(|e| CtlError::Transport(format!("GET {url}: {e}")))?;
+        let (status, headers) = (answer.status(), answer.headers().clone());
+        let body = answer.bytes().await.map_err(|e| CtlError::Transport(format!("GET {url}: {e}")))?;
+        Ok((status, headers, body))
+    }
+
     /// A mutation on node `id`'s admin plane, under its pinned process.
     pub async fn mutate(&self, id: u64, method: Method, path: &str) -> Result<Answer> {
         if self.pinned(id).is_none() {

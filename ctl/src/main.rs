@@ -20,6 +20,10 @@ use error::{CtlError, Result};
 use manifest::Manifest;
 
 async fn run(cli: Cli) -> Result<()> {
+    // The one verb that touches no cluster.
+    if let Verb::BackupVerify { location } = &cli.verb {
+        return verbs::backup::verify(location);
+    }
     let path = cli.config.as_deref().ok_or_else(|| CtlError::Config("--config MANIFEST is required".into()))?;
     let manifest = Manifest::load(path)?;
     let cluster = Cluster::new(manifest, Duration::from_secs(cli.http_timeout_secs.max(1)))?;
@@ -43,6 +47,10 @@ async fn run(cli: Cli) -> Result<()> {
             verbs::quorum::run(&cluster, expected_groups, secs(timeout_secs)).await
         }
         Verb::PinIncarnations { replace_node } => verbs::pin::run(&cluster, replace_node).await,
+        Verb::BackupCreate { location, created_unix_ms } => {
+            verbs::backup::create(&cluster, &location, created_unix_ms).await
+        }
+        Verb::BackupVerify { location } => verbs::backup::verify(&location),
         Verb::PurgeBucket { bucket, node, timeout_secs } => {
             verbs::purge::run(&cluster, &bucket, node, secs(timeout_secs)).await
         }

@@ -162,6 +162,7 @@ async fn a_rolling_restart_driven_by_ursulactl_loses_nothing_and_readers_resume(
         let id = (i + 1).to_string();
         let out = succeeded(&ctl(&["drain", "--config", &m, "--node", &id]).await, "drain");
         assert!(out.contains(&format!("node {id} drained")), "{out}");
+        eprint!("rolling restart: {out}");
         let before = metrics(&http, &urls[i]).await.expect("metrics of the drained voter");
         assert_eq!((shed_of(&before), led(&before, i as u64 + 1)), ("maintenance-drain", 0), "{before}");
 
@@ -172,7 +173,9 @@ async fn a_rolling_restart_driven_by_ursulactl_loses_nothing_and_readers_resume(
         nodes[i] = Some(layout.start(i));
 
         // The mark survived the restart: the voter takes no leadership back yet.
-        succeeded(&ctl(&["wait", "--config", &m, "--node", &id, "--stall-timeout-secs", "60"]).await, "wait");
+        let waited =
+            succeeded(&ctl(&["wait", "--config", &m, "--node", &id, "--stall-timeout-secs", "60"]).await, "wait");
+        eprint!("rolling restart: {waited}");
         let back = metrics(&http, &urls[i]).await.expect("metrics of the restarted voter");
         assert_eq!((shed_of(&back), led(&back, i as u64 + 1)), ("maintenance-drain", 0), "{back}");
         succeeded(&ctl(&["undrain", "--config", &m, "--node", &id]).await, "undrain");

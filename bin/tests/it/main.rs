@@ -104,6 +104,9 @@ mod ctl;
 // Tenant offboarding: a bucket purge over three voters and S3, its proof and its fence.
 mod purge;
 
+// Backups: backup-create of a live cluster, what the objects hold, backup-verify.
+mod backup;
+
 // StreamService, the private gRPC data plane on each node's client port.
 mod stream_plane;
 

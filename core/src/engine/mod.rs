@@ -183,6 +183,11 @@ pub trait GroupEngine: Send + Sync + 'static {
         };
         async move { Err(refused) }
     }
+    /// The index of the last command this replica applied in `group` (0
+    /// for an engine without a log).
+    fn applied_index(&self, _group: GroupId) -> u64 {
+        0
+    }
     /// Sets (`Some(true)`), lifts (`Some(false)`) or reads (`None`) the
     /// maintenance drain mark.
     fn maintenance(&self, _set: Option<bool>) -> impl Future<Output = Result<ShedState, AdminError>> + Send {

@@ -234,6 +234,10 @@ impl GroupEngine for RaftEngine {
         self.snapshot_now(group).await
     }
 
+    fn applied_index(&self, group: GroupId) -> u64 {
+        self.groups.get(group.0 as usize).map_or(0, |g| g.shared.applied_index.load(Ordering::Relaxed))
+    }
+
     async fn forward_to_leader(&self, group: GroupId, command: Command) -> Result<u64, EngineError> {
         match (self.leadership(group), &self.peers) {
             (Leadership::Local { .. }, _) => crate::engine::counted(self.propose(group, command).await?),

@@ -17,6 +17,7 @@
 //! - `routing`: which group owns a stream; the voters and the gateway both
 //!   take it from here, so they cannot drift apart.
 
+pub mod backup;
 pub mod boundary;
 pub mod cold;
 pub mod command;

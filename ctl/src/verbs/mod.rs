@@ -1,5 +1,6 @@
 //! One module per verb family.
 
+pub mod backup;
 pub mod drain;
 pub mod pin;
 pub mod purge;

@@ -384,6 +384,11 @@ impl StreamStore {
         self.streams.values().map(BTreeMap::len).sum()
     }
 
+    /// Buckets with at least one stream.
+    pub fn bucket_count(&self) -> usize {
+        self.streams.values().filter(|s| !s.is_empty()).count()
+    }
+
     /// No streams (buckets they left behind do not count).
     pub fn is_empty(&self) -> bool {
         self.streams.values().all(BTreeMap::is_empty)
