@@ -37,6 +37,9 @@ timeout 20 "$gw_bin" server --listen 127.0.0.1:0 >/dev/null 2>&1 || rc=$?
 [ "$rc" = 2 ] || { echo "a gateway-only build's 'ursula server' exited $rc, not 2" >&2; exit 1; }
 
 step "cargo test"
+# The process tests run `ursulactl` from the same target directory (`cargo
+# test` builds another package's binary only for its own integration tests).
+cargo build -p ursula-ctl --bin ursulactl --locked
 cargo test --workspace --locked
 
 step "node integration tests on the Raft engine (disk WAL)"

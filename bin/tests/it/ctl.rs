@@ -21,23 +21,22 @@ use crate::support::cluster::{Layout, Planes};
 const PATIENCE: Duration = Duration::from_secs(60);
 const GROUPS: u32 = 8;
 
-/// The `ursulactl` binary, next to `ursula`; built once if it is missing
-/// (`cargo test -p ursula` alone does not build another package's binary).
+/// The `ursulactl` binary, next to `ursula`, built once per test run:
+/// `cargo test` builds another package's binary only for that package's
+/// own integration tests, so a stale one could be left from an earlier build.
 fn ursulactl() -> &'static PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         let ursula = PathBuf::from(env!("CARGO_BIN_EXE_ursula"));
         let ctl = ursula.with_file_name("ursulactl");
-        if !ctl.exists() {
-            let target = ursula.parent().and_then(|d| d.parent()).expect("the target directory");
-            let status = Command::new(option_env!("CARGO").unwrap_or("cargo"))
-                .args(["build", "--quiet", "-p", "ursula-ctl", "--bin", "ursulactl", "--manifest-path"])
-                .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"))
-                .env("CARGO_TARGET_DIR", target)
-                .status()
-                .expect("running cargo build for ursulactl");
-            assert!(status.success() && ctl.exists(), "building ursulactl failed");
-        }
+        let target = ursula.parent().and_then(|d| d.parent()).expect("the target directory");
+        let status = Command::new(option_env!("CARGO").unwrap_or("cargo"))
+            .args(["build", "--quiet", "-p", "ursula-ctl", "--bin", "ursulactl", "--manifest-path"])
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"))
+            .env("CARGO_TARGET_DIR", target)
+            .status()
+            .expect("running cargo build for ursulactl");
+        assert!(status.success() && ctl.exists(), "building ursulactl failed");
         ctl
     })
 }

@@ -142,13 +142,18 @@ async fn upload_in_flight(gateway: &Node, path: &str, bytes: usize) -> TcpStream
 /// Waits until the gateway reads a large body (it reserved its bytes under
 /// the body budget): the held upload was admitted.
 async fn reading_a_large_body(gateway: &Node) {
+    reserved_bytes_until(gateway, "the held upload was never read", |n| n >= 2 * 1024 * 1024).await;
+}
+
+/// Waits until the gateway's reserved upload bytes satisfy `done`.
+async fn reserved_bytes_until(gateway: &Node, what: &str, done: impl Fn(u64) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let metrics = gateway.get("/__ursula/gateway/metrics").send().await.json();
-        if metrics["upload_reserved_bytes"].as_u64() >= Some(2 * 1024 * 1024) {
+        if metrics["upload_reserved_bytes"].as_u64().is_some_and(&done) {
             return;
         }
-        assert!(Instant::now() < deadline, "the held upload was never read: {metrics}");
+        assert!(Instant::now() < deadline, "{what}: {metrics}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -171,6 +176,8 @@ async fn large_uploads_past_the_buckets_bounds_get_429() {
     // Small bodies are no uploads.
     gateway.post("/tenant-uploads/s").content_type(OCTETS).body(vec![1u8; 1000]).send().await.expect(204);
     drop(held);
+    // The first held upload's reservation is gone before the second is counted.
+    reserved_bytes_until(&gateway, "the dropped upload kept its reservation", |n| n == 0).await;
 
     let held = upload_in_flight(&gateway, "/tenant-bytes/s", 2 * MIB).await;
     reading_a_large_body(&gateway).await;
