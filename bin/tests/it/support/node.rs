@@ -179,7 +179,14 @@ impl Node {
     }
 
     fn at(host: Host, addr: String, data: Option<tempfile::TempDir>) -> Node {
-        let client = reqwest::Client::builder().no_proxy().build().expect("building the HTTP client");
+        // A pooled connection idle for a second is not reused: the shortest
+        // server idle timeout of the tests is 2 s, and a connection the
+        // server closes just as it is reused fails the request.
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .pool_idle_timeout(std::time::Duration::from_secs(1))
+            .build()
+            .expect("building the HTTP client");
         let base = format!("http://{addr}");
         Node { host, _data: data, _voters: Vec::new(), _layout: None, base, addr, client }
     }
