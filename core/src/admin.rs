@@ -4,8 +4,8 @@
 //! `process_incarnation`), `GET /__ursula/ready`, `/__ursula/usage`, the
 //! cold flush of one stream, leadership transfers, snapshots on demand,
 //! quorum proofs, the maintenance mark
-//! (`/__ursula/leadership-shed/maintenance`), bucket purge and the backup
-//! export. Every mutation needs `x-ursula-process-incarnation` naming this
+//! (`/__ursula/leadership-shed/maintenance`), bucket purge, the backup
+//! export and the restore's cold check and import. Every mutation needs `x-ursula-process-incarnation` naming this
 //! process (`428` without it, `412` for another).
 
 use std::convert::Infallible;
@@ -13,6 +13,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use http::{Method, Request, StatusCode};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -44,8 +45,8 @@ fn refusal(error: ApiError) -> Answer {
     ursula_http::render::error(&error, false)
 }
 
-fn admin_refusal(status: StatusCode, code: ErrorCode, message: &'static str) -> ApiError {
-    ApiError::Admin { status, code, message }
+fn admin_refusal(status: StatusCode, code: ErrorCode, message: impl Into<std::borrow::Cow<'static, str>>) -> ApiError {
+    ApiError::Admin { status, code, message: message.into() }
 }
 
 impl<E: GroupEngine> Admin<E> {
@@ -89,6 +90,14 @@ impl<E: GroupEngine> Admin<E> {
                 json_answer(StatusCode::OK, serde_json::json!(crate::backup::info(&*self.engine, &self.cluster_id)))
             }
             (&Method::GET, ["__ursula", "backup", "group", group]) => self.export(group),
+            (&Method::POST, ["__ursula", "backup", "group", group, action @ ("import" | "cold-check")]) => {
+                if let Err(refused) = check_incarnation(&req) {
+                    return refusal(refused);
+                }
+                let import = *action == "import";
+                let group = group.to_string();
+                self.restore_step(&group, req, import).await
+            }
             (&Method::DELETE, ["__ursula", "purge", bucket]) => {
                 if let Err(refused) = check_incarnation(&req) {
                     return refusal(refused);
@@ -223,6 +232,58 @@ impl<E: GroupEngine> Admin<E> {
             return refusal(ApiError::NotFound);
         };
         admin_answer(self.engine.snapshot(group).await)
+    }
+}
+
+impl<E: GroupEngine> Admin<E> {
+    /// `POST /__ursula/backup/group/{group}/cold-check` and `.../import`
+    /// (spec/35): the body is the group's backup object. The check looks
+    /// up every cold object it references; the import proposes it as one
+    /// replicated write, and needs `x-ursula-backup-blake3`.
+    async fn restore_step(&self, group: &str, req: Request<Incoming>, import: bool) -> Answer {
+        let Some(group) = group.parse::<u32>().ok().filter(|g| *g < self.engine.group_count()) else {
+            return refusal(ApiError::NotFound);
+        };
+        let claimed = req.headers().get("x-ursula-backup-blake3").and_then(|v| v.to_str().ok()).map(str::to_string);
+        let limit = crate::backup::MAX_IMPORT_BYTES;
+        let body = match http_body_util::Limited::new(req.into_body(), limit).collect().await {
+            Ok(body) => body.to_bytes(),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                return refusal(ApiError::RequestTooLarge { limit: limit as u64 });
+            }
+            Err(_) => return refusal(ApiError::BodyUnreadable),
+        };
+        let checked = match crate::backup::check_object(&*self.engine, group, &body, claimed.as_deref(), import) {
+            Ok(checked) => checked,
+            Err(why) => {
+                return refusal(admin_refusal(StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest, why.to_string()));
+            }
+        };
+        if !import {
+            return match crate::backup::cold_check(&*self.engine, self.cold.as_deref(), group, &checked).await {
+                Ok(report) => json_answer(StatusCode::OK, serde_json::json!(report)),
+                Err(crate::backup::ExportError::Cold(e)) => {
+                    refusal(admin_refusal(StatusCode::BAD_GATEWAY, ErrorCode::ColdStoreFailed, e.to_string()))
+                }
+                Err(e) => {
+                    tracing::error!(group, error = %e, "a cold check failed");
+                    refusal(admin_refusal(StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal, "the check failed"))
+                }
+            };
+        }
+        match crate::backup::import(&*self.engine, group, checked).await {
+            Ok(Ok(report)) => {
+                tracing::info!(
+                    group,
+                    already = report.already,
+                    streams = report.streams,
+                    "a backup group was imported"
+                );
+                json_answer(StatusCode::OK, serde_json::json!(report))
+            }
+            Ok(Err(rejection)) => refusal(ApiError::from(rejection)),
+            Err(e) => refusal(ApiError::from(crate::backend::internal(e))),
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "ursulactl",
     version,
-    about = "Operate an Ursula cluster over its admin plane: drain, wait, status and readiness gates.",
+    about = "Operate an Ursula cluster over its admin plane: status, readiness gates, drain, purge, backup and restore.",
     long_about = "Operate an Ursula cluster over its admin plane: which node leads which Raft groups, \
                   whether a node is caught up, and the safe steps of a rolling restart \
                   (drain, restart, wait, undrain, verify-cluster).\n\n\
@@ -103,8 +103,8 @@ pub enum Verb {
     },
     /// Export every Raft group into a backup: one MessagePack object per group (the replica with the highest index) and manifest.json, written last.
     BackupCreate {
-        /// A local directory (created if missing). `s3://` locations are not supported by this build.
-        #[arg(long, value_name = "DIR")]
+        /// A local directory (created if missing) or s3://bucket/prefix (AWS credential chain, AWS_REGION, AWS_ENDPOINT_URL).
+        #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX")]
         location: String,
         /// The manifest's timestamp instead of now.
         #[arg(long, value_name = "MS")]
@@ -112,7 +112,14 @@ pub enum Verb {
     },
     /// Check a backup without a cluster: the manifest lists every group once, and each object's size, BLAKE3 and contents.
     BackupVerify {
-        #[arg(long, value_name = "DIR")]
+        /// The backup: a local directory or s3://bucket/prefix.
+        #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX")]
+        location: String,
+    },
+    /// Restore a verified backup into a fresh, empty cluster with the same group count, once the cluster confirms it holds every cold object the backup references.
+    Restore {
+        /// The backup: a local directory or s3://bucket/prefix.
+        #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX")]
         location: String,
     },
     /// Print the manifest with each node's current process incarnation pinned (JSON).

@@ -130,19 +130,31 @@ impl Cluster {
 
     /// A mutation on node `id`'s admin plane, under its pinned process.
     pub async fn mutate(&self, id: u64, method: Method, path: &str) -> Result<Answer> {
+        self.mutate_with(id, method, path, None).await
+    }
+
+    /// A mutation that sends `body` with the named headers.
+    pub async fn mutate_with(
+        &self,
+        id: u64,
+        method: Method,
+        path: &str,
+        body: Option<(bytes::Bytes, &[(&str, String)])>,
+    ) -> Result<Answer> {
         if self.pinned(id).is_none() {
             self.metrics(id).await?;
         }
         let incarnation =
             self.pinned(id).ok_or_else(|| CtlError::Transport(format!("node {id} reports no process_incarnation")))?;
         let url = format!("{}{path}", self.entry(id)?.admin_url());
-        let answer = self
-            .http
-            .request(method.clone(), &url)
-            .header(INCARNATION_HEADER, incarnation)
-            .send()
-            .await
-            .map_err(|e| CtlError::Transport(format!("{method} {url}: {e}")))?;
+        let mut request = self.http.request(method.clone(), &url).header(INCARNATION_HEADER, incarnation);
+        if let Some((body, headers)) = body {
+            for (name, value) in headers {
+                request = request.header(*name, value);
+            }
+            request = request.body(body);
+        }
+        let answer = request.send().await.map_err(|e| CtlError::Transport(format!("{method} {url}: {e}")))?;
         let status = answer.status();
         let bytes = answer.bytes().await.map_err(|e| CtlError::Transport(format!("{method} {url}: {e}")))?;
         let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);

@@ -4,6 +4,7 @@
 mod cli;
 mod client;
 mod error;
+mod location;
 mod manifest;
 mod metrics;
 mod plan;
@@ -22,7 +23,7 @@ use manifest::Manifest;
 async fn run(cli: Cli) -> Result<()> {
     // The one verb that touches no cluster.
     if let Verb::BackupVerify { location } = &cli.verb {
-        return verbs::backup::verify(location);
+        return verbs::backup::verify(location).await;
     }
     let path = cli.config.as_deref().ok_or_else(|| CtlError::Config("--config MANIFEST is required".into()))?;
     let manifest = Manifest::load(path)?;
@@ -50,7 +51,8 @@ async fn run(cli: Cli) -> Result<()> {
         Verb::BackupCreate { location, created_unix_ms } => {
             verbs::backup::create(&cluster, &location, created_unix_ms).await
         }
-        Verb::BackupVerify { location } => verbs::backup::verify(&location),
+        Verb::BackupVerify { location } => verbs::backup::verify(&location).await,
+        Verb::Restore { location } => verbs::restore::run(&cluster, &location).await,
         Verb::PurgeBucket { bucket, node, timeout_secs } => {
             verbs::purge::run(&cluster, &bucket, node, secs(timeout_secs)).await
         }

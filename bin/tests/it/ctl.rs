@@ -43,10 +43,18 @@ fn ursulactl() -> &'static PathBuf {
 
 /// Runs `ursulactl` with `args` off the runtime's threads.
 pub(crate) async fn ctl(args: &[&str]) -> Output {
+    ctl_env(args, &[]).await
+}
+
+/// Runs `ursulactl` with `args` and the environment variables `env`.
+pub(crate) async fn ctl_env(args: &[&str], env: &[(&str, String)]) -> Output {
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    tokio::task::spawn_blocking(move || Command::new(ursulactl()).args(&args).output().expect("running ursulactl"))
-        .await
-        .expect("ursulactl ran")
+    let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+    tokio::task::spawn_blocking(move || {
+        Command::new(ursulactl()).args(&args).envs(env).output().expect("running ursulactl")
+    })
+    .await
+    .expect("ursulactl ran")
 }
 
 #[track_caller]

@@ -80,10 +80,11 @@ impl<E: GroupEngine> NodeBackend<E> {
 
     pub(crate) async fn publish(&self, group: GroupId, cmd: PublishSnapshot) -> Result<SnapshotOk, BackendError> {
         let key = cmd.key.clone();
-        match self.propose_in(group, Command::PublishSnapshot(cmd)).await? {
+        let published = match self.propose_in(group, Command::PublishSnapshot(cmd)).await? {
             Outcome::PublishSnapshot(result) => result.map_err(|r| self.refused(&key, r)),
             other => Err(unexpected(&other)),
-        }
+        };
+        self.settled(&key, published).await
     }
 
     /// The stream's state now, with the `Stream-Incarnation` precondition applied.
@@ -135,6 +136,26 @@ impl<E: GroupEngine> NodeBackend<E> {
             return BackendError::Rejected(Rejection::BucketNotFound);
         }
         BackendError::Rejected(r)
+    }
+
+    /// A `BUCKET_NOT_FOUND` decided on this node's replicas is confirmed
+    /// before it is answered: a replica of another group may not have
+    /// applied the create a client already saw acknowledged. Every group is
+    /// brought up to its leader's commit, then asked again.
+    async fn settled<T>(&self, key: &StreamKey, result: Result<T, BackendError>) -> Result<T, BackendError> {
+        if !matches!(result, Err(BackendError::Rejected(Rejection::BucketNotFound))) {
+            return result;
+        }
+        for g in 0..self.engine.group_count() {
+            // A group that cannot be confirmed counts as knowing the bucket, as in `refused`.
+            if self.engine.confirm(GroupId(g)).await.is_err() {
+                return Err(BackendError::Rejected(Rejection::StreamNotFound));
+            }
+        }
+        match self.refused(key, Rejection::StreamNotFound) {
+            BackendError::Rejected(Rejection::BucketNotFound) => result,
+            _ => Err(BackendError::Rejected(Rejection::StreamNotFound)),
+        }
     }
 
     /// Reads renew a sliding TTL at most once per quarter window (spec/13).
@@ -226,20 +247,22 @@ impl<E: GroupEngine> Streams for NodeBackend<E> {
         let group = self.group(&cmd.key);
         let key = cmd.key.clone();
         self.admit_write(group, cmd.body.len())?;
-        match self.propose_in(group, Command::Append(cmd)).await? {
+        let appended = match self.propose_in(group, Command::Append(cmd)).await? {
             Outcome::Append(result) => result.map_err(|r| self.refused(&key, r)),
             other => Err(unexpected(&other)),
-        }
+        };
+        self.settled(&key, appended).await
     }
 
     async fn delete(&self, cmd: DeleteStream) -> Result<(), BackendError> {
         let group = self.group(&cmd.key);
         let key = cmd.key.clone();
         let deleted = self.current(&key, None).ok().map(|info| info.incarnation);
-        match self.propose_in(group, Command::Delete(cmd)).await? {
-            Outcome::Delete(result) => result.map_err(|r| self.refused(&key, r))?,
-            other => return Err(unexpected(&other)),
-        }
+        let deleted_now = match self.propose_in(group, Command::Delete(cmd)).await? {
+            Outcome::Delete(result) => result.map_err(|r| self.refused(&key, r)),
+            other => Err(unexpected(&other)),
+        };
+        self.settled(&key, deleted_now).await?;
         // The stream's staged parts go after the delete answered, in a task the node owns.
         if let (Some(cold), Some(deleted)) = (self.cold.clone(), deleted) {
             tokio::spawn(async move { cold.delete_stream_parts(&key, deleted).await });
@@ -263,15 +286,16 @@ impl<E: GroupEngine> Streams for NodeBackend<E> {
     async fn advance_retention(&self, cmd: AdvanceRetention) -> Result<StreamInfo, BackendError> {
         let group = self.group(&cmd.key);
         let key = cmd.key.clone();
-        match self.propose_in(group, Command::AdvanceRetention(cmd)).await? {
+        let advanced = match self.propose_in(group, Command::AdvanceRetention(cmd)).await? {
             Outcome::AdvanceRetention(result) => result.map_err(|r| self.refused(&key, r)),
             other => Err(unexpected(&other)),
-        }
+        };
+        self.settled(&key, advanced).await
     }
 
     async fn snapshot(&self, req: ReadSnapshot) -> Result<SnapshotView, BackendError> {
         let ReadSnapshot { key, offset } = req;
-        let mut view = self.query(&key, |store, now| store.snapshot(&key, offset, now))?;
+        let mut view = self.settled(&key, self.query(&key, |store, now| store.snapshot(&key, offset, now))).await?;
         self.load_snapshot(&mut view.snapshot).await?;
         self.renew_if_due(&key).await?;
         Ok(view)
@@ -279,7 +303,8 @@ impl<E: GroupEngine> Streams for NodeBackend<E> {
 
     async fn bootstrap(&self, req: ReadBootstrap) -> Result<BootstrapView, BackendError> {
         let ReadBootstrap { key, max_bytes } = req;
-        let mut view = self.query(&key, |store, now| store.bootstrap(&key, max_bytes, now))?;
+        let view = self.query(&key, |store, now| store.bootstrap(&key, max_bytes, now));
+        let mut view = self.settled(&key, view).await?;
         if let Some(snapshot) = view.snapshot.as_mut() {
             self.load_snapshot(snapshot).await?;
         }
@@ -303,12 +328,12 @@ impl<E: GroupEngine> Streams for NodeBackend<E> {
     }
 
     async fn head(&self, key: StreamKey) -> Result<StreamInfo, BackendError> {
-        self.query(&key, |store, now| store.head(&key, now))
+        self.settled(&key, self.query(&key, |store, now| store.head(&key, now))).await
     }
 
     async fn read(&self, req: ReadStream) -> Result<ReadView, BackendError> {
         let ReadStream { key, query } = req;
-        let mut view = self.query(&key, |store, now| store.read(&key, query, now))?;
+        let mut view = self.settled(&key, self.query(&key, |store, now| store.read(&key, query, now))).await?;
         // The plan was made under the group's state; the cold part is
         // fetched outside it.
         if let Some(cold) = &self.cold {

@@ -25,8 +25,10 @@ fn touched(command: &Command) -> Option<&StreamKey> {
         Command::PublishSnapshot(c) => Some(&c.key),
         Command::AdvanceRetention(c) => Some(&c.key),
         // Moving bytes to the cold tier changes nothing a reader waits for.
-        // A purge wakes every reader (below): it touches many streams.
-        Command::Renew(_) | Command::Sweep | Command::CommitCold(_) | Command::PurgeBucket(_) => None,
+        // A purge or an import wakes every reader (below): they touch many streams.
+        Command::Renew(_) | Command::Sweep | Command::CommitCold(_) | Command::PurgeBucket(_) | Command::Import(_) => {
+            None
+        }
     }
 }
 
@@ -38,7 +40,7 @@ impl GroupState {
     pub fn apply(&mut self, command: Command, ctx: ApplyCtx) -> Outcome {
         // Only a stream someone waits on needs its key kept for the wake-up.
         let key = if self.watchers.is_empty() { None } else { touched(&command).cloned() };
-        let purge = matches!(command, Command::PurgeBucket(_));
+        let purge = matches!(command, Command::PurgeBucket(_) | Command::Import(_));
         let outcome = self.store.apply(command, ctx);
         if purge {
             self.wake_all();

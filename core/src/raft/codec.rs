@@ -13,10 +13,12 @@ use serde::{Deserialize, Serialize};
 use super::types::{Entry, LogId, Proposal, StoredMembership, Vote};
 
 const VERSION: u8 = 1;
-/// Snapshots whose store carries purge fences (spec/35 "Tenant
-/// offboarding"); version 2 (committed usage, no fences) decodes as
+/// Snapshots whose store carries history rewrites (spec/35 "Backup and
+/// disaster recovery"); version 3 (purge fences, no rewrites) decodes as
+/// `StoreWithoutRewrites`, version 2 (committed usage, no fences) as
 /// `StoreWithoutFences`, version 1 as `LegacyStreamStore` (counters at zero).
-const SNAPSHOT_VERSION: u8 = 3;
+const SNAPSHOT_VERSION: u8 = 4;
+const SNAPSHOT_VERSION_WITHOUT_REWRITES: u8 = 3;
 const SNAPSHOT_VERSION_WITHOUT_FENCES: u8 = 2;
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -203,6 +205,11 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<DecodedSnapshot, CodecError> {
     let failed = |e: postcard::Error| CodecError { what: "snapshot", reason: e.to_string() };
     let (head, store): (SnapshotHead, ursula_stream::StreamStore) = match bytes.split_first() {
         Some((&SNAPSHOT_VERSION, rest)) => postcard::from_bytes(rest).map_err(failed)?,
+        Some((&SNAPSHOT_VERSION_WITHOUT_REWRITES, rest)) => {
+            let (head, old): (SnapshotHead, ursula_stream::store::StoreWithoutRewrites) =
+                postcard::from_bytes(rest).map_err(failed)?;
+            (head, old.into())
+        }
         Some((&SNAPSHOT_VERSION_WITHOUT_FENCES, rest)) => {
             let (head, old): (SnapshotHead, ursula_stream::store::StoreWithoutFences) =
                 postcard::from_bytes(rest).map_err(failed)?;
@@ -274,7 +281,7 @@ mod tests {
         }
     }
 
-    /// Snapshots written before purge fences (format 2) and before committed
+    /// Snapshots written before history rewrites (format 3), purge fences (format 2) and committed
     /// usage (format 1) still restore; one in another write unit is refused.
     #[test]
     fn snapshots_of_earlier_formats_restore_and_another_unit_is_refused() {
@@ -282,9 +289,15 @@ mod tests {
         let store = ursula_stream::StreamStore::new(7);
         let current = encode_snapshot(None, &membership, "s-1", &store).expect("a snapshot");
         assert_eq!(current[0], SNAPSHOT_VERSION);
-        assert_eq!(decode_snapshot(&current).expect("format 3").store, store);
+        assert_eq!(decode_snapshot(&current).expect("format 4").store, store);
+        // Format 3 is format 4 without the trailing rewrites (an empty map
+        // and no import digest: one byte each).
+        let mut third = current.to_vec();
+        third.truncate(third.len() - 2);
+        third[0] = SNAPSHOT_VERSION_WITHOUT_REWRITES;
+        assert_eq!(decode_snapshot(&third).expect("format 3").store, store, "no rewrites");
         // Format 2 is format 3 without the trailing fence set (empty: one byte).
-        let mut second = current.to_vec();
+        let mut second = third.clone();
         second.truncate(second.len() - 1);
         second[0] = SNAPSHOT_VERSION_WITHOUT_FENCES;
         assert_eq!(decode_snapshot(&second).expect("format 2").store, store, "no fences");
@@ -297,7 +310,7 @@ mod tests {
         assert_eq!(restored.store, store, "an empty store, its counters at zero");
         let mut other_unit = current.to_vec();
         let n = other_unit.len();
-        other_unit[n - 3..n - 1].copy_from_slice(&[0x80, 0x20]);
+        other_unit[n - 5..n - 3].copy_from_slice(&[0x80, 0x20]);
         let refused = decode_snapshot(&other_unit).map(|_| ()).expect_err("another unit");
         assert!(refused.reason.contains("4096"), "{refused}");
     }

@@ -38,6 +38,20 @@ pub enum Command {
     /// Removes every stream of a bucket and fences the bucket for good
     /// (spec/35 "Tenant offboarding").
     PurgeBucket(PurgeBucket),
+    /// Replaces an empty group's state with a backup's, as a new history
+    /// (spec/35 "Backup and disaster recovery").
+    Import(ImportGroup),
+}
+
+/// `POST /__ursula/backup/group/{group}/import`, one replicated write.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone)]
+pub struct ImportGroup {
+    pub store: Box<crate::store::StreamStore>,
+    /// BLAKE3 of the backup object: a repeat of an applied import is known by it.
+    pub digest: [u8; 32],
+    /// The history the group starts; the proposer derives it from the digest,
+    /// so every attempt at one restore starts the same one.
+    pub history_id: u64,
 }
 
 /// `DELETE /__ursula/purge/{bucket}`, one group's part.

@@ -40,8 +40,8 @@ pub mod usage;
 pub use boundary::Boundary;
 pub use cold::{ColdCut, ColdPiece, ColdSlice, ColdSpan, CommitCold};
 pub use command::{
-    AdvanceRetention, AppendStream, ApplyCtx, Body, Command, CreateStream, DeleteStream, PublishSnapshot, PurgeBucket,
-    RenewStream,
+    AdvanceRetention, AppendStream, ApplyCtx, Body, Command, CreateStream, DeleteStream, ImportGroup, PublishSnapshot,
+    PurgeBucket, RenewStream,
 };
 pub use content_type::ContentType;
 pub use error_code::ErrorCode;
@@ -50,10 +50,10 @@ pub use incarnation::Incarnation;
 pub use lifetime::Lifetime;
 pub use offset::{Offset, ReadFrom};
 pub use outcome::{
-    AppendKind, AppendOk, BootstrapView, CreateOk, ProducerAck, ReadView, Rejection, SnapshotOk, SnapshotView,
-    StreamInfo,
+    AppendKind, AppendOk, BootstrapView, CreateOk, Inherited, ProducerAck, ReadView, Rejection, SnapshotOk,
+    SnapshotView, StreamInfo,
 };
 pub use producer::{ProducerHeaders, Receipt};
 pub use snapshot::{ColdBody, Snapshot, SnapshotDigest, SnapshotMeta};
-pub use store::{Outcome, ReadQuery, StreamStore};
+pub use store::{Imported, Outcome, ReadQuery, StreamStore};
 pub use stream_seq::StreamSeq;

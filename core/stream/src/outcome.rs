@@ -24,6 +24,17 @@ pub struct StreamInfo {
     /// The earliest readable offset.
     pub retained: Offset,
     pub snapshot: Option<SnapshotMeta>,
+    /// What survived the stream's last history rewrite (extensions §2.4);
+    /// only `HEAD` reports it.
+    pub previous: Option<Inherited>,
+}
+
+/// `Stream-Previous-Incarnation` and `Stream-Inherited-Offset`: the bytes
+/// below `offset` are the ones served under `incarnation`.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inherited {
+    pub incarnation: Incarnation,
+    pub offset: Offset,
 }
 
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
@@ -138,6 +149,13 @@ pub enum Rejection {
     ExpiryNotInFuture,
     /// The bucket was purged: its namespace is fenced for good (spec/35).
     BucketErased,
+    /// A write of an epoch a history rewrite closed (extensions §5.3):
+    /// every seq up to `seq` survived, no later one ever applies.
+    ProducerClosedByHistory {
+        closed: ClosedEpoch,
+    },
+    /// A restore's import into a group that already holds data.
+    ImportConflict,
 }
 
 impl Rejection {
@@ -184,6 +202,8 @@ impl Rejection {
             Rejection::JsonBoundaryUnverified => ErrorCode::JsonBoundaryUnverified,
             Rejection::InvalidRetention => ErrorCode::InvalidRetention,
             Rejection::ExpiryNotInFuture => ErrorCode::InvalidHeader,
+            Rejection::ProducerClosedByHistory { .. } => ErrorCode::ProducerEpochClosed,
+            Rejection::ImportConflict => ErrorCode::ImportConflict,
         }
     }
 }

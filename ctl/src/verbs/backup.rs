@@ -4,8 +4,9 @@
 //! manifest is visibly incomplete. Each group comes from the replica that
 //! applied the most; verification reads only the backup.
 
-use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
 
 use reqwest::StatusCode;
 use serde::{Deserialize, Serialize};
@@ -13,6 +14,7 @@ use ursula_stream::backup::{BACKUP_FORMAT, GroupBackup};
 
 use crate::client::Cluster;
 use crate::error::{CtlError, Result};
+use crate::location::Location;
 use crate::progress::Progress;
 
 const MANIFEST: &str = "manifest.json";
@@ -40,17 +42,10 @@ pub struct GroupEntry {
 }
 
 #[derive(Debug, Deserialize)]
-struct Info {
-    format_version: u32,
-    group_count: u32,
-    cluster_id: String,
-}
-
-fn local_dir(location: &str) -> Result<PathBuf> {
-    if location.starts_with("s3://") {
-        return Err(CtlError::Config(format!("{location}: s3:// locations are not supported by this build yet")));
-    }
-    Ok(PathBuf::from(location))
+pub struct Info {
+    pub format_version: u32,
+    pub group_count: u32,
+    pub cluster_id: String,
 }
 
 fn header(headers: &reqwest::header::HeaderMap, name: &str) -> Option<String> {
@@ -58,7 +53,7 @@ fn header(headers: &reqwest::header::HeaderMap, name: &str) -> Option<String> {
 }
 
 /// The cluster's backup info, the same on every node that answers.
-async fn cluster_info(cluster: &Cluster) -> Result<(Info, Vec<u64>)> {
+pub async fn cluster_info(cluster: &Cluster) -> Result<(Info, Vec<u64>)> {
     let (mut agreed, mut answering): (Option<Info>, Vec<u64>) = (None, Vec::new());
     for id in cluster.manifest.ids() {
         let Ok((StatusCode::OK, _, body)) = cluster.admin_get(id, "/__ursula/backup/info").await else { continue };
@@ -66,7 +61,7 @@ async fn cluster_info(cluster: &Cluster) -> Result<(Info, Vec<u64>)> {
             .map_err(|e| CtlError::Transport(format!("node {id}: /__ursula/backup/info: {e}")))?;
         if info.format_version != BACKUP_FORMAT {
             return Err(CtlError::Abort(format!(
-                "node {id} writes backup format {}, this ursulactl format {BACKUP_FORMAT}",
+                "target cluster speaks backup format {} (node {id}); this ursulactl reads and writes {BACKUP_FORMAT}",
                 info.format_version
             )));
         }
@@ -83,9 +78,9 @@ async fn cluster_info(cluster: &Cluster) -> Result<(Info, Vec<u64>)> {
 }
 
 pub async fn create(cluster: &Cluster, location: &str, created_unix_ms: Option<u64>) -> Result<()> {
-    let dir = local_dir(location)?;
-    let io = |what: &str, path: &Path, e: std::io::Error| CtlError::Config(format!("{what} {}: {e}", path.display()));
-    std::fs::create_dir_all(&dir).map_err(|e| io("creating", &dir, e))?;
+    let shown = location;
+    let location = Location::open(location).await?;
+    location.prepare().await?;
     let (info, nodes) = cluster_info(cluster).await?;
     let progress = Progress::new();
     let mut groups = Vec::new();
@@ -114,8 +109,7 @@ pub async fn create(cluster: &Cluster, location: &str, created_unix_ms: Option<u
         }
         let count = |name: &str| header(&headers, name).and_then(|v| v.parse().ok()).unwrap_or(0);
         let object = format!("group-{g:05}.msgpack");
-        let path = dir.join(&object);
-        std::fs::write(&path, &body).map_err(|e| io("writing", &path, e))?;
+        location.put(&object, body.clone()).await?;
         copied += body.len() as u64;
         progress.say(&format!("backup: {} of {} groups, {copied} bytes", g + 1, info.group_count));
         groups.push(GroupEntry {
@@ -141,54 +135,80 @@ pub async fn create(cluster: &Cluster, location: &str, created_unix_ms: Option<u
     };
     // Written last, whole: a backup without it is an incomplete one.
     let text = serde_json::to_vec_pretty(&manifest).map_err(|e| CtlError::Config(e.to_string()))?;
-    let (temp, done) = (dir.join(format!("{MANIFEST}.partial")), dir.join(MANIFEST));
-    std::fs::write(&temp, text).map_err(|e| io("writing", &temp, e))?;
-    std::fs::rename(&temp, &done).map_err(|e| io("renaming", &temp, e))?;
+    location.put(MANIFEST, Bytes::from(text)).await?;
     let streams: u64 = manifest.groups.iter().map(|g| g.streams).sum();
-    println!("backup of {} groups ({streams} streams, {copied} bytes) in {}", manifest.group_count, dir.display());
+    println!("backup of {} groups ({streams} streams, {copied} bytes) in {shown}", manifest.group_count);
     Ok(())
 }
 
-/// Every check `backup-verify` makes, in order; the first failure names itself.
-pub fn check(dir: &Path) -> std::result::Result<BackupManifest, String> {
-    let path = dir.join(MANIFEST);
-    let text = std::fs::read(&path).map_err(|e| format!("{}: {e} (an incomplete backup?)", path.display()))?;
-    let manifest: BackupManifest = serde_json::from_slice(&text).map_err(|e| format!("{MANIFEST}: {e}"))?;
+/// A verified backup: its manifest and each group's object, in group order.
+pub struct Verified {
+    pub manifest: BackupManifest,
+    pub objects: Vec<Bytes>,
+}
+
+/// Every check `backup-verify` makes, in order; the first failure names
+/// itself. A location that cannot be read is a transport error.
+pub async fn check(location: &Location) -> Result<std::result::Result<Verified, String>> {
+    let Some(text) = location.get(MANIFEST).await? else {
+        return Ok(Err(format!("{}: missing (an incomplete backup?)", location.show(MANIFEST))));
+    };
+    let manifest: BackupManifest = match serde_json::from_slice(&text) {
+        Ok(manifest) => manifest,
+        Err(e) => return Ok(Err(format!("{MANIFEST}: {e}"))),
+    };
     if manifest.format_version != BACKUP_FORMAT {
-        return Err(format!("backup format {}, this ursulactl reads {BACKUP_FORMAT}", manifest.format_version));
+        return Ok(Err(format!(
+            "backup manifest format_version {}: this ursulactl reads {BACKUP_FORMAT}",
+            manifest.format_version
+        )));
     }
     let listed: Vec<u32> = manifest.groups.iter().map(|g| g.raft_group_id).collect();
     if listed != (0..manifest.group_count).collect::<Vec<_>>() {
-        return Err(format!("{MANIFEST} lists groups {listed:?}, not each of 0..{} once", manifest.group_count));
+        return Ok(Err(format!("{MANIFEST} lists groups {listed:?}, not each of 0..{} once", manifest.group_count)));
     }
+    let mut objects = Vec::with_capacity(manifest.groups.len());
     for entry in &manifest.groups {
         let g = entry.raft_group_id;
         if entry.object.contains('/') || entry.object.contains("..") {
-            return Err(format!("group {g}: object name {:?} leaves the backup", entry.object));
+            return Ok(Err(format!("group {g}: object name {:?} leaves the backup", entry.object)));
         }
-        let bytes = std::fs::read(dir.join(&entry.object)).map_err(|e| format!("group {g}: {}: {e}", entry.object))?;
-        if bytes.len() as u64 != entry.bytes {
-            return Err(format!("group {g}: {} bytes, the manifest says {}", bytes.len(), entry.bytes));
+        let Some(bytes) = location.get(&entry.object).await? else {
+            return Ok(Err(format!("group {g}: {} is missing", location.show(&entry.object))));
+        };
+        if let Err(why) = check_object(&manifest, entry, &bytes) {
+            return Ok(Err(why));
         }
-        if blake3::hash(&bytes).to_hex().as_str() != entry.blake3 {
-            return Err(format!("group {g}: BLAKE3 mismatch"));
-        }
-        let backup = GroupBackup::decode(&bytes).map_err(|e| format!("group {g}: {e}"))?;
-        let (buckets, streams) = backup.counts();
-        let found = (backup.group, backup.group_count, backup.commit_index, buckets as u64, streams as u64);
-        let expected = (g, manifest.group_count, entry.commit_index, entry.buckets, entry.streams);
-        if found != expected {
-            return Err(format!(
-                "group {g}: the object holds (group, group count, index, buckets, streams) {found:?}, the manifest {expected:?}"
-            ));
-        }
+        objects.push(bytes);
     }
-    Ok(manifest)
+    Ok(Ok(Verified { manifest, objects }))
 }
 
-pub fn verify(location: &str) -> Result<()> {
-    let dir = local_dir(location)?;
-    let manifest = check(&dir).map_err(|why| CtlError::Abort(format!("backup-verify: {why}")))?;
+/// One group's object against its manifest entry.
+fn check_object(manifest: &BackupManifest, entry: &GroupEntry, bytes: &[u8]) -> std::result::Result<(), String> {
+    let g = entry.raft_group_id;
+    if bytes.len() as u64 != entry.bytes {
+        return Err(format!("group {g}: {} bytes, the manifest says {}", bytes.len(), entry.bytes));
+    }
+    if blake3::hash(bytes).to_hex().as_str() != entry.blake3 {
+        return Err(format!("group {g}: BLAKE3 mismatch"));
+    }
+    let backup = GroupBackup::decode(bytes).map_err(|e| format!("group {g}: {e}"))?;
+    let (buckets, streams) = backup.counts();
+    let found = (backup.group, backup.group_count, backup.commit_index, buckets as u64, streams as u64);
+    let expected = (g, manifest.group_count, entry.commit_index, entry.buckets, entry.streams);
+    if found != expected {
+        return Err(format!(
+            "group {g}: the object holds (group, group count, index, buckets, streams) {found:?}, the manifest {expected:?}"
+        ));
+    }
+    Ok(())
+}
+
+pub async fn verify(location: &str) -> Result<()> {
+    let location = Location::open(location).await?;
+    let verified = check(&location).await?.map_err(|why| CtlError::Abort(format!("backup-verify: {why}")))?;
+    let manifest = verified.manifest;
     let streams: u64 = manifest.groups.iter().map(|g| g.streams).sum();
     println!("backup verified: format {}, {} groups, {streams} streams", manifest.format_version, manifest.group_count);
     Ok(())

@@ -5,5 +5,6 @@ pub mod drain;
 pub mod pin;
 pub mod purge;
 pub mod quorum;
+pub mod restore;
 pub mod status;
 pub mod wait;

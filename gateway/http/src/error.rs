@@ -89,7 +89,7 @@ pub enum ApiError {
     Admin {
         status: StatusCode,
         code: ErrorCode,
-        message: &'static str,
+        message: std::borrow::Cow<'static, str>,
     },
 }
 
@@ -278,7 +278,7 @@ impl ApiError {
                     .header(names::RAFT_GROUP, group)
                     .header("retry-after", 1)
             }
-            ApiError::Admin { status, code, message } => ErrorAnswer::new(*status, *code, *message),
+            ApiError::Admin { status, code, message } => ErrorAnswer::new(*status, *code, message.clone()),
             ApiError::Backend(BackendError::Rejected(r)) => rejection_answer(r),
             ApiError::Backend(BackendError::Parts(r)) => parts_answer(r),
             ApiError::EncodedBody => ErrorAnswer::new(
@@ -416,6 +416,14 @@ fn rejection_answer(r: &Rejection) -> ErrorAnswer {
                 None => answer.header(names::PRODUCER_OUTCOME, "stale-epoch"),
             }
         }
+        Rejection::ProducerClosedByHistory { closed } => {
+            ErrorAnswer::new(S::FORBIDDEN, code, "the stream's history was rewritten since this epoch was claimed")
+                .header(names::PRODUCER_EPOCH, closed.epoch)
+                .header(names::PRODUCER_OUTCOME, "epoch-closed;by=history")
+                .header(names::PRODUCER_CLOSED_EPOCH, closed.epoch)
+                .header(names::PRODUCER_CLOSED_SEQ, closed.seq)
+        }
+        Rejection::ImportConflict => ErrorAnswer::new(S::CONFLICT, code, "the group already holds data"),
         Rejection::ProducerEpochNotClaimed => {
             ErrorAnswer::new(S::BAD_REQUEST, code, "a new producer epoch must start at producer-seq 0")
                 .header(names::PRODUCER_EXPECTED_SEQ, 0)

@@ -19,6 +19,10 @@ pub const PRODUCER_EVICTABLE_IDLE_MS: u64 = 3600 * 1000;
 
 impl StreamStore {
     pub(super) fn append(&mut self, cmd: AppendStream, ctx: ApplyCtx) -> Result<AppendOk, Rejection> {
+        let history_closed = match (&cmd.producer, self.live(&cmd.key, ctx.now_ms)) {
+            (Some(write), Some(stream)) => self.closed_by_history(&cmd.key, stream, &write.id, write.epoch),
+            _ => None,
+        };
         let stream = self.live_mut(&cmd.key, ctx.now_ms).ok_or(Rejection::StreamNotFound)?;
 
         let mut claim = false;
@@ -27,6 +31,12 @@ impl StreamStore {
             forget_idle_producers(stream, ctx.now_ms);
             evict = admit_producer(stream, write, cmd.expect.is_some(), ctx.now_ms)?;
             let state = stream.producers().get(&write.id);
+            // A rewrite closed this epoch: only a repeat of a write that survived it applies.
+            if let Some(closed) = history_closed
+                && write.seq > closed.seq
+            {
+                return Err(Rejection::ProducerClosedByHistory { closed });
+            }
             match producer::decide(state, write) {
                 ProducerDecision::Proceed { claim: c } => claim = c,
                 ProducerDecision::Duplicate { receipt } => {

@@ -7,11 +7,15 @@
 //! - `append`: `POST` semantics (producer rules, closure, content, `Stream-Seq`).
 //! - `snapshot`: publishing and reading the latest snapshot, and retention.
 //! - `read`: catch-up reads, `HEAD`, immutable chunks and bootstrap, as pure queries.
+//! - `history`: a restore's import, a new history with what survived it.
 
 mod append;
 mod create;
+mod history;
 mod read;
 mod snapshot;
+
+pub use history::{ImportTarget, Imported, Rewrite};
 
 use std::collections::BTreeMap;
 
@@ -85,6 +89,7 @@ impl StreamState {
             closed: self.closed,
             retained: self.retained,
             snapshot: self.snapshot.as_deref().map(Snapshot::meta),
+            previous: None,
         }
     }
 
@@ -133,6 +138,7 @@ pub enum Outcome {
     PurgeBucket {
         removed: usize,
     },
+    Import(Result<Imported, Rejection>),
 }
 
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Default, PartialEq, Eq)]
@@ -153,6 +159,36 @@ pub struct StreamStore {
     /// Purged buckets: creates and appends in them answer `BUCKET_ERASED`
     /// for good. Persisted after `write_unit_bytes` (snapshot format 3).
     erased: std::collections::BTreeSet<BucketId>,
+    /// Per stream, what survived the group's last history rewrite. Persisted
+    /// after `erased` (snapshot format 4), as is `imported`.
+    #[serde(default)]
+    rewrites: BTreeMap<BucketId, BTreeMap<StreamId, Rewrite>>,
+    /// BLAKE3 of the backup object this history was imported from.
+    #[serde(default)]
+    imported: Option<[u8; 32]>,
+}
+
+/// A store as snapshot format 3 wrote it, before history rewrites existed.
+#[derive(serde::Deserialize)]
+pub struct StoreWithoutRewrites {
+    history_id: u64,
+    streams: BTreeMap<BucketId, BTreeMap<StreamId, StreamState>>,
+    usage: BTreeMap<BucketId, CommittedUsage>,
+    write_unit_bytes: u64,
+    erased: std::collections::BTreeSet<BucketId>,
+}
+
+impl From<StoreWithoutRewrites> for StreamStore {
+    fn from(old: StoreWithoutRewrites) -> StreamStore {
+        StreamStore {
+            history_id: old.history_id,
+            streams: old.streams,
+            usage: old.usage,
+            write_unit_bytes: old.write_unit_bytes,
+            erased: old.erased,
+            ..StreamStore::new(0)
+        }
+    }
 }
 
 /// A store as snapshot format 2 wrote it, before purge fences existed.
@@ -171,7 +207,7 @@ impl From<StoreWithoutFences> for StreamStore {
             streams: old.streams,
             usage: old.usage,
             write_unit_bytes: old.write_unit_bytes,
-            erased: Default::default(),
+            ..StreamStore::new(0)
         }
     }
 }
@@ -198,6 +234,8 @@ impl StreamStore {
             usage: BTreeMap::new(),
             write_unit_bytes: WRITE_UNIT_BYTES,
             erased: Default::default(),
+            rewrites: BTreeMap::new(),
+            imported: None,
         }
     }
 
@@ -243,6 +281,7 @@ impl StreamStore {
             }
             Command::PurgeBucket(cmd) => {
                 let removed = self.streams.remove(&cmd.bucket).map_or(0, |s| s.len());
+                self.rewrites.remove(&cmd.bucket);
                 self.erased.insert(cmd.bucket);
                 Outcome::PurgeBucket { removed }
             }
@@ -284,8 +323,10 @@ impl StreamStore {
                 for bucket in self.streams.values_mut() {
                     bucket.retain(|_, s| !s.clock.expired(ctx.now_ms));
                 }
+                self.forget_stale_rewrites();
                 Outcome::Sweep { removed: before - self.len() }
             }
+            Command::Import(cmd) => Outcome::Import(self.import(cmd)),
         }
     }
 
@@ -410,3 +451,5 @@ fn records_in(body: &Body) -> u64 {
 mod tests;
 #[cfg(test)]
 mod tests_ext;
+#[cfg(test)]
+mod tests_history;

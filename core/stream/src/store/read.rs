@@ -54,7 +54,8 @@ impl StreamStore {
 
     /// `HEAD`: metadata only, and no renewal.
     pub fn head(&self, key: &StreamKey, now_ms: u64) -> Result<StreamInfo, Rejection> {
-        self.live(key, now_ms).map(|s| s.info()).ok_or(Rejection::StreamNotFound)
+        let stream = self.live(key, now_ms).ok_or(Rejection::StreamNotFound)?;
+        Ok(StreamInfo { previous: self.inherited(key, stream.incarnation), ..stream.info() })
     }
 
     /// `/bootstrap` (extensions §3): the snapshot, then the updates from the

@@ -28,6 +28,11 @@ pub async fn head<B: Backend>(
     if let Some(max) = shared.backend.parts().map(SnapshotParts::max_snapshot_bytes) {
         b = b.header(names::URSULA_MAX_SNAPSHOT_BYTES, max.to_string());
     }
+    if let Some(previous) = info.previous {
+        b = b
+            .header(names::STREAM_PREVIOUS_INCARNATION, previous.incarnation.to_string())
+            .header(names::STREAM_INHERITED_OFFSET, previous.offset.to_string());
+    }
     if let Some(snapshot) = info.snapshot {
         b = b
             .header(names::STREAM_SNAPSHOT_OFFSET, snapshot.offset.to_string())
