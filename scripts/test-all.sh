@@ -94,4 +94,8 @@ scripts/conformance-gateway.sh "$bin" --mode ndjson
 step "conformance suite through ursula gateway in front of five voters"
 VOTERS=5 scripts/conformance-gateway.sh "$bin" --mode ndjson
 
+step "deploy: kustomize renders and validates; the image builds and its binaries run"
+URSULA_BIN="$bin" deploy/check.sh
+deploy/image/build-ci.sh "${CARGO_TARGET_DIR:-target}/debug"
+
 step "all tests passed"

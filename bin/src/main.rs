@@ -32,6 +32,26 @@ enum Commands {
     /// Run a gateway: the HTTP surface in front of a cluster's voters,
     /// over their private gRPC plane (StreamService).
     Gateway(Box<GatewayArgs>),
+    /// Check configuration without starting anything.
+    #[command(subcommand)]
+    Config(ConfigAction),
+}
+
+#[derive(Subcommand)]
+enum ConfigAction {
+    /// Parse, merge and validate a node's config file as a start would and
+    /// print the effective settings; exit 2 with the one-line refusal a
+    /// start would give. (A gateway's flags: `ursula gateway --check ...`.)
+    Check {
+        /// The config file.
+        file: PathBuf,
+        /// Resource preset under the file: default, dev, tiny, small, standard or large.
+        #[arg(long)]
+        preset: Option<String>,
+        /// Overrides `raft.node_id`, as at a start (a file shared by every node leaves it out).
+        #[arg(long)]
+        node_id: Option<u64>,
+    },
 }
 
 #[derive(Args, Default)]
@@ -69,6 +89,10 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Some(Commands::Server(args)) => server(args),
         Some(Commands::Gateway(args)) => gateway(*args),
+        Some(Commands::Config(ConfigAction::Check { file, preset, node_id })) => {
+            let args = ServerArgs { config: Some(file), preset, node_id, ..ServerArgs::default() };
+            check_config(args)
+        }
         None => server(cli.server),
     }
 }
@@ -79,8 +103,15 @@ fn server(_args: ServerArgs) -> anyhow::Result<()> {
     std::process::exit(2);
 }
 
+#[cfg(not(feature = "voter"))]
+fn check_config(args: ServerArgs) -> anyhow::Result<()> {
+    server(args)
+}
+
+/// The settings a start with `args` would run with, or the one line it
+/// would refuse with (exit 2, like a usage error).
 #[cfg(feature = "voter")]
-fn server(args: ServerArgs) -> anyhow::Result<()> {
+fn load_config(args: ServerArgs) -> ursula_core::config::NodeConfig {
     use ursula_core::config::{self, CliOverrides};
     let overrides = CliOverrides {
         config: args.config,
@@ -89,14 +120,25 @@ fn server(args: ServerArgs) -> anyhow::Result<()> {
         listen: args.listen,
         json_reads: args.json_reads,
     };
-    let config = match config::load(&overrides) {
+    match config::load(&overrides) {
         Ok(c) => c,
         Err(e) => {
-            // One line an operator reads; exit code 2 like a usage error.
             eprintln!("ursula: {e}");
             std::process::exit(2);
         }
-    };
+    }
+}
+
+#[cfg(feature = "voter")]
+fn check_config(args: ServerArgs) -> anyhow::Result<()> {
+    let config = load_config(args);
+    println!("{config:#?}");
+    Ok(())
+}
+
+#[cfg(feature = "voter")]
+fn server(args: ServerArgs) -> anyhow::Result<()> {
+    let config = load_config(args);
     // The main runtime accepts and runs housekeeping; requests are served on
     // the HTTP layer's worker threads.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the runtime")?;
@@ -108,6 +150,7 @@ fn server(args: ServerArgs) -> anyhow::Result<()> {
 }
 
 fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
+    let check = args.check;
     let config = match args.config() {
         Ok(config) => config,
         Err(e) => {
@@ -115,6 +158,10 @@ fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
             std::process::exit(2);
         }
     };
+    if check {
+        println!("{}", config.summary());
+        return Ok(());
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()

@@ -17,6 +17,10 @@ pub struct GatewayArgs {
     /// A voter's client plane, e.g. `http://10.0.0.1:4437`; one per voter.
     #[arg(long = "upstream", required = true)]
     pub upstreams: Vec<String>,
+    /// Check the flags and the policy files they name as a start would,
+    /// print the effective settings and exit: 0, or 2 with the refusal.
+    #[arg(long)]
+    pub check: bool,
     /// Where clients connect; port 0 picks a free port.
     #[arg(long, default_value = "127.0.0.1:4437")]
     pub listen: String,

@@ -77,6 +77,22 @@ pub struct UsageSettings {
 }
 
 impl GatewayConfig {
+    /// The effective settings, one per line, for `ursula gateway --check`.
+    pub fn summary(&self) -> String {
+        let on = |set: bool| if set { "on" } else { "off" };
+        [
+            format!("listen = {}", self.listen),
+            format!("upstreams = {}", self.upstreams.join(", ")),
+            format!("json_reads = {:?}", self.json_reads),
+            format!("max_request_bytes = {}", self.max_request_bytes),
+            format!("cors = {:?}", self.cors),
+            format!("access_control = {}", on(self.auth.is_some())),
+            format!("quota_policy = {}", self.quota_policy.as_ref().map_or("none".into(), |p| p.display().to_string())),
+            format!("usage_log = {}", self.usage.as_ref().map_or("none".into(), |u| u.path.display().to_string())),
+        ]
+        .join("\n")
+    }
+
     /// The startup refusals of the gateway's flags.
     pub fn validate(&self) -> anyhow::Result<()> {
         let protocol = ursula_http::limits::MAX_REQUEST_BYTES;

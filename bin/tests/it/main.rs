@@ -13,8 +13,8 @@
 //! - `307` redirects to a leader or a hosting node, and the `503` cluster and
 //!   admission states: `NO_LEADER`, write admission, backpressure, leadership
 //!   confirmation, too many live readers.
-//! - History rewrites (`Stream-Previous-Incarnation`, `epoch-closed;by=history`),
-//!   snapshot upload in parts beyond its `501`, `JSON_BOUNDARY_UNVERIFIED`.
+//! - Snapshot upload in parts beyond its `501`, `JSON_BOUNDARY_UNVERIFIED`
+//!   (history rewrites are in `backup`: a restore needs a cluster).
 //! - Producer forgetting after 7 idle days, eviction past the 4,096 cap after an
 //!   idle hour, and the epoch floor with `403 producer-expired` (unit-tested in
 //!   the state machine).
@@ -104,8 +104,11 @@ mod ctl;
 // Tenant offboarding: a bucket purge over three voters and S3, its proof and its fence.
 mod purge;
 
-// Backups: backup-create of a live cluster, what the objects hold, backup-verify.
+// Backups: backup-create of a live cluster, backup-verify, restore into a fresh cluster (the recovery drill).
 mod backup;
+
+// deploy/: the example configs of spec/06 start a cluster; `ursula config check`, `ursula gateway --check`.
+mod deploy;
 
 // StreamService, the private gRPC data plane on each node's client port.
 mod stream_plane;

@@ -353,7 +353,7 @@ fn cluster_plane(raft: &mut RaftConfig, listen: Option<String>, cluster_id: Opti
 
 fn raft_config(raft: file::RaftSection, cli: &CliOverrides) -> Result<RaftConfig, ConfigError> {
     let timing = governance::timing(&raft)?;
-    let peers = raft
+    let peers: Vec<Peer> = raft
         .peers
         .into_iter()
         .map(|p| Peer { node_id: p.node_id, client_url: p.client_url.unwrap_or_default(), url: p.url })
@@ -397,9 +397,14 @@ fn raft_config(raft: file::RaftSection, cli: &CliOverrides) -> Result<RaftConfig
     if install_snapshot_timeout.is_zero() {
         return Err(ConfigError::Refused { key: "raft.install_snapshot_timeout", message: "must be non-zero".into() });
     }
+    let node_id = cli.node_id.or(raft.node_id);
+    if node_id.is_none() && !peers.is_empty() {
+        let message = "required with raft.peers: set it, or start with --node-id".to_string();
+        return Err(ConfigError::Refused { key: "raft.node_id", message });
+    }
     Ok(RaftConfig {
         // A single node needs no configured id; 1 is what the examples use.
-        node_id: cli.node_id.or(raft.node_id).unwrap_or(1),
+        node_id: node_id.unwrap_or(1),
         peers,
         cluster_listen: None,
         init_membership_per_group: raft.init_membership_per_group.unwrap_or(false),
