@@ -7,7 +7,9 @@
 # (array: every non-fork test; ndjson: the spec's form, with the array-only
 # tests excluded by name in conformance/exclusions-ndjson.txt), once on the
 # Raft engine with its WAL on disk, and once through one node of a
-# three-voter cluster (scripts/conformance-cluster.sh).
+# three-voter cluster (scripts/conformance-cluster.sh); then deploy/ (the
+# kustomize checks and the image build) and examples/ (the apps of
+# spec/09-11 and the browser test in Chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -97,5 +99,8 @@ VOTERS=5 scripts/conformance-gateway.sh "$bin" --mode ndjson
 step "deploy: kustomize renders and validates; the image builds and its binaries run"
 URSULA_BIN="$bin" deploy/check.sh
 deploy/image/build-ci.sh "${CARGO_TARGET_DIR:-target}/debug"
+
+step "examples: the apps of spec/09-11 and the browser test in Chromium (CORS, tokens, credential-expired)"
+URSULA_BIN="$bin" examples/run-tests.sh
 
 step "all tests passed"
