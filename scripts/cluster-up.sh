@@ -4,7 +4,7 @@
 # the nodes' logs, DIR/urls (the client planes, one per line, node 1 first)
 # and DIR/pids. Stop it with `kill $(cat DIR/pids)`.
 #
-#   [VOTERS=5] scripts/cluster-up.sh BIN DIR [EXTRA_TOML]   EXTRA_TOML goes into [raft.wal]
+#   [VOTERS=5] [URSULA_GROUPS=N] scripts/cluster-up.sh BIN DIR [EXTRA_TOML]   EXTRA_TOML goes into [raft.wal]
 set -euo pipefail
 bin="$1"; dir="$2"; extra="${3:-}"
 mkdir -p "$dir"
@@ -26,6 +26,7 @@ for i in $(seq 1 "$n"); do
     printf '[server]\nlisten = "127.0.0.1:%s"\ncluster_listen = "127.0.0.1:%s"\nadmin_listen = "127.0.0.1:%s"\ncluster_id = "loopback"\n' \
       "$client" "$raft" "$admin"
     printf '[raft]\nnode_id = %s\ninit_membership_per_group = true\n' "$i"
+    [ -z "${URSULA_GROUPS:-}" ] || printf 'group_count = %s\n' "$URSULA_GROUPS"
     printf '[raft.wal]\npath = "%s/n%s"\n%b' "$dir" "$i" "$extra"
     for j in $(seq 1 "$n"); do
       printf '[[raft.peers]]\nnode_id = %s\nurl = "http://127.0.0.1:%s"\nclient_url = "http://127.0.0.1:%s"\n' \

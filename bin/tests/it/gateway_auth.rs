@@ -488,6 +488,15 @@ async fn live_reads_end_with_their_credential() {
         started.elapsed()
     );
 
+    // A token past its exp but within the admission leeway (60 s) still
+    // reads, but opens no live read: that would end at once.
+    let stale = setup.issuer.token(&setup.rsa, ALICE, -10);
+    bearer(gateway.get("/tenant-a/live?offset=-1"), &stale).send().await.expect(200);
+    for live in ["sse", "long-poll"] {
+        let path = format!("/tenant-a/live?offset=-1&live={live}");
+        bearer(gateway.get(&path), &stale).send().await.expect_error(401, "CREDENTIAL_EXPIRED");
+    }
+
     // The anonymous public tail outlived both credentials and still gets news.
     bearer(gateway.post("/tenant-pub/live"), &alice).content_type(TEXT).body("later").send().await.expect(204);
     let events = public.until(|e| e.is("data")).await;

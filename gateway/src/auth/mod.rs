@@ -89,6 +89,11 @@ pub struct Auth {
     refusals: Refusals,
 }
 
+/// A live read: `live=` (`sse`, `long-poll`) in the query.
+fn is_live(uri: &http::Uri) -> bool {
+    uri.query().is_some_and(|q| q.split('&').any(|pair| pair.split('=').next() == Some("live")))
+}
+
 /// The instant of `exp` (Unix seconds) on the runtime's clock.
 fn instant_of(exp: u64) -> Instant {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
@@ -144,6 +149,16 @@ impl Auth {
                 Err(TokenError::Unavailable) => return Decision::Refuse(ApiError::AuthenticationUnavailable),
             },
         };
+        // Admission allows clock skew past `exp`, but a live read ends at
+        // `exp` (spec/08): one opened after it would end at once, and a
+        // client reconnecting with the same token would loop until the
+        // leeway ran out. It is refused as expired instead.
+        if let Some(v) = &verified
+            && v.exp <= token::now_secs()
+            && is_live(&request.uri)
+        {
+            return Decision::Refuse(ApiError::CredentialExpired);
+        }
         let bucket = crate::target::bucket(path);
         let policy = self.policy.current();
         let Some(rules) = policy.bucket(bucket) else { return Decision::Refuse(ApiError::Concealed) };

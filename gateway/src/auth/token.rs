@@ -65,7 +65,7 @@ pub struct Verifier {
     cache: moka::sync::Cache<[u8; 32], Verified>,
 }
 
-fn now_secs() -> u64 {
+pub(super) fn now_secs() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
