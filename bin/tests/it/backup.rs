@@ -23,6 +23,27 @@ use crate::support::s3::{ACCESS_KEY, BUCKET, S3Server, SECRET_KEY};
 
 const GROUPS: u32 = 4;
 
+/// The first answer to `build`'s request that `take` accepts, from any
+/// voter, trying them all for up to a minute.
+async fn from_any_voter(
+    urls: &[String],
+    what: &str,
+    build: impl Fn(&str) -> reqwest::RequestBuilder,
+    take: impl Fn(u16) -> bool,
+) -> reqwest::Response {
+    for _ in 0..300 {
+        for url in urls {
+            if let Ok(answer) = build(url).send().await
+                && take(answer.status().as_u16())
+            {
+                return answer;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("no voter answered {what}");
+}
+
 /// Sends `method path` with `headers` and `body` to whichever voter takes it.
 async fn send(
     http: &reqwest::Client,
@@ -32,21 +53,14 @@ async fn send(
     headers: &[(&str, &str)],
     body: &str,
 ) -> u16 {
-    for _ in 0..300 {
-        for url in urls {
-            let mut req = http.request(method.clone(), format!("{url}{path}")).body(body.to_string());
-            for (k, v) in headers {
-                req = req.header(*k, *v);
-            }
-            if let Ok(answer) = req.send().await
-                && answer.status() != 503
-            {
-                return answer.status().as_u16();
-            }
+    let build = |url: &str| {
+        let mut req = http.request(method.clone(), format!("{url}{path}")).body(body.to_string());
+        for (k, v) in headers {
+            req = req.header(*k, *v);
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!("no voter took {method} {path}");
+        req
+    };
+    from_any_voter(urls, &format!("{method} {path}"), build, |status| status != 503).await.status().as_u16()
 }
 
 fn stored(backups: &[GroupBackup], path: &str) -> ursula_stream::store::StreamState {
@@ -58,17 +72,9 @@ fn stored(backups: &[GroupBackup], path: &str) -> ursula_stream::store::StreamSt
 
 /// The headers of a `HEAD` of `path` from whichever voter answers `200`.
 async fn head(http: &reqwest::Client, urls: &[String], path: &str) -> reqwest::header::HeaderMap {
-    for _ in 0..300 {
-        for url in urls {
-            if let Ok(answer) = http.head(format!("{url}{path}")).send().await
-                && answer.status() == 200
-            {
-                return answer.headers().clone();
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!("no voter answered HEAD {path}");
+    let what = format!("HEAD {path}");
+    let answer = from_any_voter(urls, &what, |url| http.head(format!("{url}{path}")), |s| s == 200).await;
+    answer.headers().clone()
 }
 
 fn value<'a>(headers: &'a reqwest::header::HeaderMap, name: &str) -> &'a str {
@@ -77,18 +83,8 @@ fn value<'a>(headers: &'a reqwest::header::HeaderMap, name: &str) -> &'a str {
 
 /// A `GET` of `path` from offset `-1` to the tail: its body.
 async fn read_all(http: &reqwest::Client, urls: &[String], path: &str) -> String {
-    for _ in 0..300 {
-        for url in urls {
-            if let Ok(answer) = http.get(format!("{url}{path}?offset=-1")).send().await
-                && answer.status() == 200
-                && let Ok(text) = answer.text().await
-            {
-                return text;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!("no voter answered GET {path}");
+    let read = |url: &str| http.get(format!("{url}{path}?offset=-1"));
+    from_any_voter(urls, &format!("GET {path}"), read, |s| s == 200).await.text().await.expect("a body")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

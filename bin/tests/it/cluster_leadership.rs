@@ -308,15 +308,16 @@ pub(crate) async fn start_all(layout: &Layout) -> Vec<Option<Node>> {
 /// Creates the `text/plain` stream `path` through whichever voter takes it.
 pub(crate) async fn create(http: &reqwest::Client, urls: &[String], path: &str) {
     let deadline = Instant::now() + PATIENCE;
+    let mut last = String::from("none");
     loop {
         for url in urls {
-            if let Ok(answer) = http.put(format!("{url}{path}")).header("content-type", TEXT).send().await
-                && answer.status().is_success()
-            {
-                return;
+            match http.put(format!("{url}{path}")).header("content-type", TEXT).send().await {
+                Ok(answer) if answer.status().is_success() => return,
+                Ok(answer) => last = format!("{url}: {} {}", answer.status(), answer.text().await.unwrap_or_default()),
+                Err(e) => last = format!("{url}: {e}"),
             }
         }
-        assert!(Instant::now() < deadline, "no voter created {path}");
+        assert!(Instant::now() < deadline, "no voter created {path}; the last answer: {last}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }

@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::cluster_leadership::client;
+use crate::cluster_leadership::{client, create};
 use crate::ctl::{ctl, succeeded};
 use crate::support::Node;
 use crate::support::cluster::free_port;
@@ -96,16 +96,7 @@ async fn the_example_configs_of_spec_06_start_a_three_voter_cluster() {
 
     // It serves: a write through one voter, read back through another.
     let (http, urls) = (client(), nodes.iter().map(|n| n.base().to_string()).collect::<Vec<_>>());
-    let mut last = String::new();
-    for _ in 0..100 {
-        match http.put(format!("{}/deploy-check/s", urls[1])).header("content-type", "text/plain").send().await {
-            Ok(answer) if answer.status().is_success() => break,
-            Ok(answer) => last = format!("{} {}", answer.status(), answer.text().await.unwrap_or_default()),
-            Err(e) => last = e.to_string(),
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
-    assert!(last.is_empty() || last.starts_with("503"), "creating a stream: {last}");
+    create(&http, &urls, "/deploy-check/s").await;
     let appended = http
         .post(format!("{}/deploy-check/s", urls[0]))
         .header("content-type", "text/plain")

@@ -6,6 +6,7 @@
 //! replicated write on the group's leader; a repeat of one that applied
 //! answers `"already": true`, so an interrupted restore runs again.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
@@ -83,8 +84,9 @@ pub async fn run(cluster: &Cluster, location: &str) -> Result<()> {
         )));
     }
     let (mut streams, mut already, mut bytes) = (0u64, 0u32, 0u64);
+    let mut leaders = observe_leaders(cluster).await;
     for (entry, body) in manifest.groups.iter().zip(&objects) {
-        let report = import_group(cluster, entry, body).await?;
+        let report = import_group(cluster, &mut leaders, entry, body).await?;
         streams += report["streams"].as_u64().unwrap_or(0);
         already += u32::from(report["already"] == serde_json::Value::Bool(true));
         bytes += entry.bytes;
@@ -117,13 +119,19 @@ fn parse<T: serde::de::DeserializeOwned>(answer: &Answer, node: u64, path: &str)
         .map_err(|e| CtlError::Transport(format!("POST {path} on node {node}: unexpected answer: {e}")))
 }
 
-/// Imports one group on its leader, following leadership changes.
-async fn import_group(cluster: &Cluster, entry: &GroupEntry, body: &bytes::Bytes) -> Result<serde_json::Value> {
+/// Imports one group on its leader, following leadership changes: the
+/// cluster is observed again only when the leader it named did not take it.
+async fn import_group(
+    cluster: &Cluster,
+    leaders: &mut BTreeMap<u32, u64>,
+    entry: &GroupEntry,
+    body: &bytes::Bytes,
+) -> Result<serde_json::Value> {
     let g = entry.raft_group_id;
     let path = format!("/__ursula/backup/group/{g}/import");
     let deadline = Instant::now() + LEADER_WAIT;
     loop {
-        let leader = leader_of(cluster, g).await;
+        let leader = leaders.get(&g).copied();
         let answer = match leader {
             Some(node) => Some((node, send(cluster, node, &path, entry, body).await?)),
             None => None,
@@ -150,11 +158,19 @@ async fn import_group(cluster: &Cluster, entry: &GroupEntry, body: &bytes::Bytes
             )));
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
+        *leaders = observe_leaders(cluster).await;
     }
 }
 
-/// The leader of `g` as the nodes report it (the first that names one).
-async fn leader_of(cluster: &Cluster, g: u32) -> Option<u64> {
-    let observed = cluster.observe_all().await;
-    observed.values().filter_map(|m| m.as_ref().ok()).find_map(|m| m.group(g).and_then(|gm| gm.current_leader))
+/// Each group's leader as the nodes report it (the first that names one).
+async fn observe_leaders(cluster: &Cluster) -> BTreeMap<u32, u64> {
+    let mut leaders = BTreeMap::new();
+    for metrics in cluster.observe_all().await.into_values().flatten() {
+        for group in &metrics.raft_groups {
+            if let Some(leader) = group.current_leader {
+                leaders.entry(group.raft_group_id).or_insert(leader);
+            }
+        }
+    }
+    leaders
 }

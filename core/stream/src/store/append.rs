@@ -19,8 +19,12 @@ pub const PRODUCER_EVICTABLE_IDLE_MS: u64 = 3600 * 1000;
 
 impl StreamStore {
     pub(super) fn append(&mut self, cmd: AppendStream, ctx: ApplyCtx) -> Result<AppendOk, Rejection> {
-        let history_closed = match (&cmd.producer, self.live(&cmd.key, ctx.now_ms)) {
-            (Some(write), Some(stream)) => self.closed_by_history(&cmd.key, stream, &write.id, write.epoch),
+        // Only a group whose history was rewritten has closed epochs: the
+        // common write skips the second lookup.
+        let history_closed = match &cmd.producer {
+            Some(write) if self.rewritten() => self
+                .live(&cmd.key, ctx.now_ms)
+                .and_then(|stream| self.closed_by_history(&cmd.key, stream, &write.id, write.epoch)),
             _ => None,
         };
         let stream = self.live_mut(&cmd.key, ctx.now_ms).ok_or(Rejection::StreamNotFound)?;

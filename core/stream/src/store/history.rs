@@ -92,6 +92,11 @@ impl StreamStore {
         }
     }
 
+    /// Whether any stream of the group holds a rewrite record.
+    pub(super) fn rewritten(&self) -> bool {
+        !self.rewrites.is_empty()
+    }
+
     /// The rewrite record of the stream at `key` while it is `incarnation`.
     fn rewrite_of(&self, key: &StreamKey, incarnation: Incarnation) -> Option<&Rewrite> {
         self.rewrites.get(&key.bucket)?.get(&key.stream).filter(|r| r.incarnation == incarnation)
