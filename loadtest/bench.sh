@@ -10,7 +10,8 @@
 #   TARGET: append32 append8 fanout catchup idle (issue 4), raft8 raft32 (issue 5),
 #           cluster8 cluster32 (issue 6), gateway8 gwcatchup gwchunks (issue 8),
 #           coldcatchup coldappend (issue 7), gwauth8 gwauth32 (issue 18),
-#           gwquota8 gwquota32 (issue 19), voters8 voters32 (issue 20)
+#           gwquota8 gwquota32 (issue 19), voters8 voters32 (issue 20),
+#           otel8 otel32 (issue 23)
 # URSULA_BIN and LOADTEST_BIN override the binaries (e.g. copies of a build
 # that later builds must not replace mid-run).
 set -euo pipefail
@@ -161,11 +162,38 @@ run_voters() {
   stop_all "$name"
 }
 
+# run_otel NAME SCENARIO...: three durable nodes (fsync=never) in one run,
+# telemetry export off, on with every new trace kept (sampler 1.0) and on
+# with one in a hundred (0.01), exporting to one `ursula-loadtest
+# otlp-sink` on loopback (metrics every 10 s). Ratios read "X / off".
+run_otel() {
+  local name="$1"; shift
+  "$lt" otlp-sink >"$out/$name-sink.log" 2>&1 &
+  pids+=("$!")
+  local sink; sink=$(wait_url "$out/$name-sink.log" "otlp listening on")
+  start_ours "$name-off" --config "$(raft_config "$name-off" never)"; local u0="$last_url" p0="$last_pid"
+  OTEL_EXPORTER_OTLP_ENDPOINT="$sink" OTEL_TRACES_SAMPLER_ARG=1.0 OTEL_METRIC_EXPORT_INTERVAL=10000 \
+    start_ours "$name-on1" --config "$(raft_config "$name-on1" never)"; local u1="$last_url" p1="$last_pid"
+  OTEL_EXPORTER_OTLP_ENDPOINT="$sink" OTEL_TRACES_SAMPLER_ARG=0.01 OTEL_METRIC_EXPORT_INTERVAL=10000 \
+    start_ours "$name-on001" --config "$(raft_config "$name-on001" never)"; local u2="$last_url" p2="$last_pid"
+  sleep 1
+  local cmd=("$lt" compare
+    --url "$u0" --path-template '/bench/{name}' --label off --server-pid "$p0"
+    --url "$u1" --path-template '/bench/{name}' --label on-1.0 --server-pid "$p1"
+    --url "$u2" --path-template '/bench/{name}' --label on-0.01 --server-pid "$p2"
+    --json "$out/$name.json" "$@")
+  echo "== $name: ${cmd[*]}" | tee "$out/$name.txt"
+  "${cmd[@]}" 2>&1 | tee -a "$out/$name.txt"
+  sleep 6
+  tail -n 1 "$out/$name-sink.log" | tee -a "$out/$name.txt"
+  stop_all "$name"
+}
+
 # stop_all NAME: stops every server started for target NAME, its cluster too.
 stop_all() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   # shellcheck disable=SC2046
-  kill $(cat "$out/cluster-$1/pids") 2>/dev/null || true
+  kill $(cat "$out/cluster-$1/pids" 2>/dev/null) 2>/dev/null || true
   wait 2>/dev/null || true
   pids=()
 }
@@ -265,6 +293,8 @@ for t in "${targets[@]}"; do
     # Issue 20: three voters on openraft 0.10 against one durable node, through gateways and direct.
     voters8) run_voters voters8 append --streams 8 --writers 8 --bytes 256 --duration 5 --rounds 3 ;;
     voters32) run_voters voters32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
+    otel8) run_otel otel8 append --streams 8 --writers 8 --bytes 256 --duration 5 --rounds 3 ;;
+    otel32) run_otel otel32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
     # Issue 8: through a gateway against straight to the leaders, and the
     # gateway's immutable-read cache against the same gateway without it.
     gateway8) run_gateway gateway8 direct "" gateway "" \

@@ -9,6 +9,9 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use ursula_gateway::GatewayArgs;
 
+mod telemetry;
+use telemetry::{Identity, LogFormat};
+
 /// Our version, and the Ursula release whose protocol, API and config it
 /// implements (`ursula_core::node::URSULA_RELEASE`).
 const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (implements the Ursula 0.9 protocol and API)");
@@ -22,6 +25,9 @@ struct Cli {
     /// `ursula --config FILE` is `ursula server --config FILE`.
     #[command(flatten)]
     server: ServerArgs,
+    /// Log lines on stderr as text or as JSON objects (filter: `RUST_LOG`, default `info`).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
 }
 
 #[derive(Subcommand)]
@@ -74,38 +80,29 @@ struct ServerArgs {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        // openraft logs a line per failed RPC while a peer is down (several a
-        // second); ours say once when a peer goes and comes back, and when a
-        // group fails. `URSULA_LOG=openraft=warn` brings openraft's back.
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("URSULA_LOG").unwrap_or_else(|_| "warn,openraft=off".into()),
-        )
-        .with_writer(std::io::stderr)
-        // Colour only for a person at a terminal, never into a log file.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
     let cli = Cli::parse();
+    let format = cli.log_format;
     match cli.command {
-        Some(Commands::Server(args)) => server(args),
-        Some(Commands::Gateway(args)) => gateway(*args),
+        Some(Commands::Server(args)) => server(args, format),
+        Some(Commands::Gateway(args)) => gateway(*args, format),
         Some(Commands::Config(ConfigAction::Check { file, preset, node_id })) => {
+            let _logs = telemetry::init(&Identity { service: "ursula", instance: None }, format)?;
             let args = ServerArgs { config: Some(file), preset, node_id, ..ServerArgs::default() };
             check_config(args)
         }
-        None => server(cli.server),
+        None => server(cli.server, format),
     }
 }
 
 #[cfg(not(feature = "voter"))]
-fn server(_args: ServerArgs) -> anyhow::Result<()> {
+fn server(_args: ServerArgs, _format: LogFormat) -> anyhow::Result<()> {
     eprintln!("ursula: this is a gateway-only build (without the `voter` feature): it runs `ursula gateway` only");
     std::process::exit(2);
 }
 
 #[cfg(not(feature = "voter"))]
 fn check_config(args: ServerArgs) -> anyhow::Result<()> {
-    server(args)
+    server(args, LogFormat::Text)
 }
 
 /// The settings a start with `args` would run with, or the one line it
@@ -137,8 +134,13 @@ fn check_config(args: ServerArgs) -> anyhow::Result<()> {
 }
 
 #[cfg(feature = "voter")]
-fn server(args: ServerArgs) -> anyhow::Result<()> {
+fn server(args: ServerArgs, format: LogFormat) -> anyhow::Result<()> {
     let config = load_config(args);
+    let instance = match &config.engine {
+        ursula_core::config::EngineConfig::Raft(raft) => Some(raft.node_id),
+        ursula_core::config::EngineConfig::Memory => None,
+    };
+    let _telemetry = telemetry::init(&Identity { service: "ursula", instance }, format)?;
     // The main runtime accepts and runs housekeeping; requests are served on
     // the HTTP layer's worker threads.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the runtime")?;
@@ -149,7 +151,8 @@ fn server(args: ServerArgs) -> anyhow::Result<()> {
     })
 }
 
-fn gateway(args: GatewayArgs) -> anyhow::Result<()> {
+fn gateway(args: GatewayArgs, format: LogFormat) -> anyhow::Result<()> {
+    let _telemetry = telemetry::init(&Identity { service: "ursula-gateway", instance: None }, format)?;
     let check = args.check;
     let config = match args.config() {
         Ok(config) => config,

@@ -38,12 +38,22 @@ pub fn service<B: Backend>(
 
 async fn grpc(mut routes: Routes, req: Request<Incoming>) -> Response<GrpcBody> {
     use tonic::codegen::Service;
+    use tracing::Instrument;
+    // A gateway's call is this node's boundary. Raft's calls make their
+    // own spans (the cluster plane may have a listener of its own).
+    let path = req.uri().path();
+    let span = match path.strip_prefix('/') {
+        Some(name) if path.starts_with(STREAM_SERVICE) => ursula_http::telemetry::rpc_span(name, req.headers(), true),
+        _ => tracing::Span::none(),
+    };
     // `Routes` is always ready; its error type is `Infallible`.
-    match routes.call(req).await {
+    match routes.call(req).instrument(span).await {
         Ok(answer) => answer.map(|body| body.map_err(std::io::Error::other).boxed_unsync()),
         Err(never) => match never {},
     }
 }
+
+const STREAM_SERVICE: &str = "/ursula.stream.";
 
 fn is_grpc<T>(req: &Request<T>) -> bool {
     req.headers().get(http::header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))

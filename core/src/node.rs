@@ -180,6 +180,15 @@ async fn serve<E: GroupEngine>(
     let workers = options.workers;
     let started = start_line(config, &options.cluster_id, me.node_id);
     let surface = Surface::new(backend, options, Arc::new(PlainFrontDoor { pace: config.body_pace }));
+    surface.publish_metrics();
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        node = me.node_id,
+        config = %config.source.as_ref().map_or_else(|| "none".into(), |p| p.display().to_string()),
+        listen = %address,
+        admin_listen = %config.admin_listen,
+        "{started}"
+    );
     println!("{started}");
     // Tests and scripts read the bound address from this line.
     println!("ursula listening on http://{address}");

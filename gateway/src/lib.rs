@@ -151,6 +151,12 @@ pub async fn run(
         found.clone(),
         TenantEdge { auth, quotas, usage: usage.clone() },
     ));
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        listen = %listener.local_addr()?,
+        upstreams = %config.upstreams.join(","),
+        "ursula gateway starting"
+    );
     println!("ursula gateway in front of {}", config.upstreams.join(", "));
     // Tests and scripts read the bound address from this line.
     println!("ursula gateway listening on http://{}", listener.local_addr()?);
@@ -195,5 +201,7 @@ async fn find_cluster(
         cache: (config.cache.max_bytes > 0).then(|| ImmutableCache::new(&config.cache)),
         uploads: Arc::new(UploadBudget::new(config.uploads)),
     };
-    let _ = found.set(Surface::new(Arc::new(GatewayBackend { upstreams }), options, Arc::new(front)));
+    let surface = Surface::new(Arc::new(GatewayBackend { upstreams }), options, Arc::new(front));
+    surface.publish_metrics();
+    let _ = found.set(surface);
 }

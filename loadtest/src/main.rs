@@ -9,6 +9,7 @@
 
 mod client;
 mod issuer;
+mod otlp_sink;
 mod report;
 mod s3_server;
 mod scenarios;
@@ -92,6 +93,11 @@ enum Command {
         /// The bucket the token's subject owns.
         #[arg(long, default_value = "bench")]
         bucket: String,
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: String,
+    },
+    /// An OTLP/HTTP receiver that counts what it is sent, for benchmarks of telemetry export.
+    OtlpSink {
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: String,
     },
@@ -189,7 +195,9 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
         Command::Catchup { target, args } => one(Scenario::Catchup(args), target),
         Command::ManyStreams { target, args } => one(Scenario::ManyStreams(args), target),
         Command::ConnectionFlood { target, args } => one(Scenario::ConnectionFlood(args), target),
-        Command::S3Server { .. } | Command::Issuer { .. } => anyhow::bail!("s3-server and issuer run on their own"),
+        Command::S3Server { .. } | Command::Issuer { .. } | Command::OtlpSink { .. } => {
+            anyhow::bail!("s3-server, issuer and otlp-sink run on their own")
+        }
         Command::Compare { targets, scenario } => {
             let n = targets.url.len();
             anyhow::ensure!(n >= 2, "compare needs at least two --url");
@@ -230,6 +238,10 @@ fn main() -> anyhow::Result<()> {
     if let Command::S3Server { dir, listen, access_key, secret_key } = &cli.command {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
         return runtime.block_on(s3_server::serve(dir, listen, access_key, secret_key));
+    }
+    if let Command::OtlpSink { listen } = &cli.command {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        return runtime.block_on(otlp_sink::serve(listen));
     }
     let plan = plan(cli)?;
     client::set_extra_headers(&plan.common.headers)?;

@@ -137,3 +137,6 @@ mod cold_parts;
 
 // Issue 7: Raft snapshots as S3 objects each voter owns; a wiped voter installs a copy.
 mod snapshot_store;
+
+// Observability (spec/37): OTLP traces across gateway, follower and leader; metrics; nothing without the variables.
+mod telemetry;

@@ -38,11 +38,25 @@ pub struct NodeBackend<E> {
     cold: Option<Arc<Cold>>,
     /// Long-polls and SSE sessions waiting for news now (`live_readers`).
     live_readers: Arc<AtomicU64>,
+    /// Appends and reads served, whichever plane they came by.
+    served: Arc<Served>,
+}
+
+/// `appends_accepted` and `reads` of `/__ursula/metrics`.
+#[derive(Default)]
+pub(crate) struct Served {
+    pub appends: AtomicU64,
+    pub reads: AtomicU64,
 }
 
 impl<E> Clone for NodeBackend<E> {
     fn clone(&self) -> Self {
-        NodeBackend { engine: self.engine.clone(), cold: self.cold.clone(), live_readers: self.live_readers.clone() }
+        NodeBackend {
+            engine: self.engine.clone(),
+            cold: self.cold.clone(),
+            live_readers: self.live_readers.clone(),
+            served: self.served.clone(),
+        }
     }
 }
 
@@ -64,7 +78,7 @@ impl Drop for Waiting {
 
 impl<E: GroupEngine> NodeBackend<E> {
     pub fn new(engine: Arc<E>, cold: Option<Arc<Cold>>) -> NodeBackend<E> {
-        NodeBackend { engine, cold, live_readers: Arc::default() }
+        NodeBackend { engine, cold, live_readers: Arc::default(), served: Arc::default() }
     }
 
     /// Refuses a write to a group whose hot ring is over its ceiling
@@ -234,6 +248,7 @@ impl<E: GroupEngine> Backend for NodeBackend<E> {
 }
 
 impl<E: GroupEngine> Streams for NodeBackend<E> {
+    #[tracing::instrument(name = "core.create", level = "debug", skip_all)]
     async fn create(&self, cmd: CreateStream) -> Result<CreateOk, BackendError> {
         let group = self.group(&cmd.key);
         self.admit_write(group, cmd.body.len())?;
@@ -243,6 +258,7 @@ impl<E: GroupEngine> Streams for NodeBackend<E> {
         }
     }
 
+    #[tracing::instrument(name = "core.append", level = "debug", skip_all)]
     async fn append(&self, cmd: AppendStream) -> Result<AppendOk, BackendError> {
         let group = self.group(&cmd.key);
         let key = cmd.key.clone();
@@ -251,7 +267,9 @@ impl<E: GroupEngine> Streams for NodeBackend<E> {
             Outcome::Append(result) => result.map_err(|r| self.refused(&key, r)),
             other => Err(unexpected(&other)),
         };
-        self.settled(&key, appended).await
+        let appended = self.settled(&key, appended).await?;
+        self.served.appends.fetch_add(1, Ordering::Relaxed);
+        Ok(appended)
     }
 
     async fn delete(&self, cmd: DeleteStream) -> Result<(), BackendError> {
@@ -327,10 +345,12 @@ impl<E: GroupEngine> Streams for NodeBackend<E> {
         self.group_route(self.group(key))
     }
 
+    #[tracing::instrument(name = "core.head", level = "debug", skip_all)]
     async fn head(&self, key: StreamKey) -> Result<StreamInfo, BackendError> {
         self.settled(&key, self.query(&key, |store, now| store.head(&key, now))).await
     }
 
+    #[tracing::instrument(name = "core.read", level = "debug", skip_all)]
     async fn read(&self, req: ReadStream) -> Result<ReadView, BackendError> {
         let ReadStream { key, query } = req;
         let mut view = self.settled(&key, self.query(&key, |store, now| store.read(&key, query, now))).await?;
@@ -344,6 +364,7 @@ impl<E: GroupEngine> Streams for NodeBackend<E> {
         if view.wants_renewal {
             self.renew(&key, view.info.incarnation).await?;
         }
+        self.served.reads.fetch_add(1, Ordering::Relaxed);
         Ok(view)
     }
 

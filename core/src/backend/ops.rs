@@ -12,8 +12,14 @@ use crate::engine::{GroupEngine, Leadership};
 impl<E: GroupEngine> Operations for NodeBackend<E> {
     async fn metrics(&self) -> Metrics {
         let groups = self.engine.group_count();
-        let streams: u64 =
-            (0..groups).filter_map(|g| self.engine.query(GroupId(g), |store, _| store.len() as u64).ok()).sum();
+        let (mut streams, mut mutations, mut apply_ns) = (0u64, 0u64, 0u64);
+        for g in 0..groups {
+            let Ok(state) = self.engine.state(GroupId(g)) else { continue };
+            let state = crate::engine::group_state::lock(state);
+            streams += state.store.len() as u64;
+            mutations += state.mutations_applied;
+            apply_ns += state.apply_ns;
+        }
         let mut fields = self.engine.metrics();
         if let Some(cold) = &self.cold {
             cold.metrics(&mut fields);
@@ -22,6 +28,11 @@ impl<E: GroupEngine> Operations for NodeBackend<E> {
         m.text("engine", self.engine.name());
         m.count("group_count", u64::from(groups));
         m.count("streams", streams);
+        m.count("node_id", self.engine.node_id());
+        m.count("mutations_applied", mutations);
+        m.count("appends_accepted", self.served.appends.load(std::sync::atomic::Ordering::Relaxed));
+        m.count("reads", self.served.reads.load(std::sync::atomic::Ordering::Relaxed));
+        m.count("raft_apply_ns", apply_ns);
         m.count("live_readers", self.live_readers());
         m.text("process_incarnation", crate::process::process_incarnation());
         m

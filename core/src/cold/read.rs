@@ -34,6 +34,7 @@ impl Cold {
     }
 
     /// The stream bytes of `slices`, in order.
+    #[tracing::instrument(name = "cold.fetch", level = "debug", skip_all, fields(slices = slices.len()))]
     async fn fetch(&self, slices: &[ColdSlice]) -> Result<Vec<Bytes>, ColdError> {
         let spans = slices.iter().map(|s| self.span_bytes(&s.span));
         let fetched = futures_util::future::try_join_all(spans).await?;

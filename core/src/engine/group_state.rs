@@ -15,6 +15,10 @@ pub struct GroupState {
     pub store: StreamStore,
     /// Live readers waiting on a stream; woken by any write to it.
     watchers: HashMap<StreamKey, watch::Sender<u64>>,
+    /// Commands applied here and the time their applies took (spec/37:
+    /// `ursula.mutations.applied`, `ursula.raft_apply.ns`).
+    pub mutations_applied: u64,
+    pub apply_ns: u64,
 }
 
 fn touched(command: &Command) -> Option<&StreamKey> {
@@ -34,14 +38,17 @@ fn touched(command: &Command) -> Option<&StreamKey> {
 
 impl GroupState {
     pub fn new(store: StreamStore) -> GroupState {
-        GroupState { store, watchers: HashMap::new() }
+        GroupState { store, watchers: HashMap::new(), mutations_applied: 0, apply_ns: 0 }
     }
 
     pub fn apply(&mut self, command: Command, ctx: ApplyCtx) -> Outcome {
         // Only a stream someone waits on needs its key kept for the wake-up.
         let key = if self.watchers.is_empty() { None } else { touched(&command).cloned() };
         let purge = matches!(command, Command::PurgeBucket(_) | Command::Import(_));
+        let started = std::time::Instant::now();
         let outcome = self.store.apply(command, ctx);
+        self.apply_ns += u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.mutations_applied += 1;
         if purge {
             self.wake_all();
         }

@@ -86,6 +86,7 @@ impl GroupEngine for RaftEngine {
         self.groups.len() as u32
     }
 
+    #[tracing::instrument(name = "raft.propose", level = "debug", skip_all, fields(group = group.0))]
     async fn propose(&self, group: GroupId, command: Command) -> Result<Outcome, EngineError> {
         let g = self.group(group)?;
         if self.guard.under_pressure() {
@@ -184,6 +185,7 @@ impl GroupEngine for RaftEngine {
         }
     }
 
+    #[tracing::instrument(name = "raft.read_barrier", level = "debug", skip_all, fields(group = group.0))]
     async fn confirm(&self, group: GroupId) -> Result<(), EngineError> {
         let g = self.group(group)?;
         let leader = g.raft.metrics().borrow_watched().current_leader;

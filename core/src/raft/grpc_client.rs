@@ -184,7 +184,7 @@ impl Peers {
     /// before a local read is as fresh as a leader read.
     pub async fn read_barrier(&self, leader: NodeId, group: u32) -> Result<u64, PeerError> {
         use pb::read_barrier_reply::Result as R;
-        let request = pb::ReadBarrierRequest { preamble: Some(self.preamble(group)) };
+        let request = ursula_http::telemetry::traced(pb::ReadBarrierRequest { preamble: Some(self.preamble(group)) });
         let (url, reply) = self.ask(leader, BARRIER_WAIT, |mut c| async move { c.read_barrier(request).await }).await?;
         match reply.result {
             Some(R::Index(index)) => Ok(index),
@@ -203,7 +203,10 @@ impl Peers {
     ) -> Result<u64, PeerError> {
         use pb::forward_command_reply::Result as R;
         let bytes = super::codec::encode_command(command)?;
-        let request = pb::ForwardCommandRequest { preamble: Some(self.preamble(group)), command: bytes.to_vec() };
+        let request = ursula_http::telemetry::traced(pb::ForwardCommandRequest {
+            preamble: Some(self.preamble(group)),
+            command: bytes.to_vec(),
+        });
         let (url, reply) =
             self.ask(leader, FORWARD_WAIT, |mut c| async move { c.forward_command(request).await }).await?;
         match reply.result {

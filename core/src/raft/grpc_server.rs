@@ -201,10 +201,16 @@ impl RaftService for RaftServer {
         request: Request<pb::ReadBarrierRequest>,
     ) -> Result<Response<pb::ReadBarrierReply>, Status> {
         use pb::read_barrier_reply::Result as R;
+        use tracing::Instrument;
+        let span = ursula_http::telemetry::rpc_span(
+            "ursula.raft.v1.RaftService/ReadBarrier",
+            request.metadata().as_ref(),
+            false,
+        );
         let from = request.remote_addr();
         let req = request.into_inner();
         let result = match self.group(req.preamble.as_ref(), from) {
-            Ok(raft) => match raft.ensure_linearizable(openraft::raft::ReadPolicy::ReadIndex).await {
+            Ok(raft) => match raft.ensure_linearizable(openraft::raft::ReadPolicy::ReadIndex).instrument(span).await {
                 Ok(read_log_id) => R::Index(read_log_id.index()),
                 Err(RaftError::APIError(_)) => R::NotLeader(pb::NotLeader { leader: raft.current_leader().await }),
                 Err(e) => R::Refusal(self.refusal(Kind::Fatal, e.to_string())),
@@ -220,7 +226,13 @@ impl RaftService for RaftServer {
     ) -> Result<Response<pb::ForwardCommandReply>, Status> {
         use openraft::error::ClientWriteError;
         use pb::forward_command_reply::Result as R;
+        use tracing::Instrument;
         use ursula_stream::{Command, Outcome};
+        let span = ursula_http::telemetry::rpc_span(
+            "ursula.raft.v1.RaftService/ForwardCommand",
+            request.metadata().as_ref(),
+            false,
+        );
         let from = request.remote_addr();
         let req = request.into_inner();
         let result = match (self.group(req.preamble.as_ref(), from), conv_command(&req.command)) {
@@ -228,7 +240,7 @@ impl RaftService for RaftServer {
             (_, Err(why)) => R::Refusal(self.refusal(Kind::Malformed, why)),
             (Ok(raft), Ok(command)) => {
                 let write = raft.client_write(super::types::Proposal { now_ms: crate::clock::wall_ms(), command });
-                match tokio::time::timeout(FORWARD_COMMIT_WAIT, write).await {
+                match tokio::time::timeout(FORWARD_COMMIT_WAIT, write).instrument(span).await {
                     Ok(Ok(done)) => match done.data {
                         Outcome::PurgeBucket { removed } => R::Count(removed as u64),
                         Outcome::Renew => R::Count(0),

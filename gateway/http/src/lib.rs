@@ -18,6 +18,7 @@
 //! - `server`: hyper on a bound listener, worker threads, any service.
 //! - `connection`: one client connection, with its header-read and idle timeouts.
 //! - `wire`: the `StreamService` messages to and from the seam's values.
+//! - `telemetry`: boundary spans, trace context, request counters, the exporter's seam.
 
 pub mod backend;
 pub mod connection;
@@ -34,6 +35,7 @@ pub mod query;
 pub mod render;
 pub mod route;
 pub mod server;
+pub mod telemetry;
 pub mod wire;
 
 pub use backend::{

@@ -36,7 +36,18 @@ impl<B> Clone for Surface<B> {
 
 impl<B: Backend> Surface<B> {
     pub fn new(backend: Arc<B>, options: HttpOptions, front: Arc<dyn FrontDoor>) -> Surface<B> {
-        Surface { shared: Arc::new(Shared { backend, options, front }) }
+        Surface { shared: Arc::new(Shared { backend, options, front, stats: Default::default() }) }
+    }
+
+    /// Makes this surface's figures what an OTLP exporter reads at export
+    /// time (spec/37: no SDK call on the request path).
+    pub fn publish_metrics(&self) {
+        let shared = self.shared.clone();
+        let source = move || -> crate::telemetry::MetricsFuture {
+            let shared = shared.clone();
+            Box::pin(async move { shared.metrics().await })
+        };
+        crate::telemetry::publish_metrics(tokio::runtime::Handle::current(), Arc::new(source));
     }
 
     pub async fn handle<T>(&self, req: Request<T>) -> Answer

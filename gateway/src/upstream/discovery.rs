@@ -22,7 +22,8 @@ impl Upstreams {
                 .map_err(|e| anyhow::anyhow!("--upstream {url}: {e}"))?
                 .connect_timeout(Duration::from_secs(2))
                 .tcp_nodelay(true);
-            let client = StreamServiceClient::new(endpoint.connect_lazy())
+            let trace: ursula_http::telemetry::TraceInterceptor = ursula_http::telemetry::carry_trace_context;
+            let client = StreamServiceClient::with_interceptor(endpoint.connect_lazy(), trace)
                 .max_decoding_message_size(ursula_proto::MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(ursula_proto::MAX_MESSAGE_BYTES);
             clients.push(client);

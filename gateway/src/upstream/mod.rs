@@ -22,6 +22,7 @@ pub mod watches;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use ursula_http::wire::{Refused, WireError, pb};
 use ursula_http::{BackendError, Unavailable, UpstreamFailure};
@@ -42,7 +43,8 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// probe rounds, so a cluster that went away shows within seconds.
 const READY_WITHIN: Duration = Duration::from_secs(3);
 
-pub type Client = StreamServiceClient<Channel>;
+/// A voter's `StreamService`; every call carries the request's trace context.
+pub type Client = StreamServiceClient<InterceptedService<Channel, ursula_http::telemetry::TraceInterceptor>>;
 
 pub struct Upstreams {
     urls: Vec<String>,

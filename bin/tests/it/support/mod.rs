@@ -21,6 +21,7 @@ mod in_process;
 pub mod issuer;
 mod lifecycle;
 mod node;
+pub mod otlp;
 pub mod s3;
 mod sse;
 

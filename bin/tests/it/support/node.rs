@@ -104,11 +104,23 @@ impl Node {
     /// As `spawn`, logging what the `URSULA_LOG` filter `log` lets through
     /// (empty: the binary's default, as an operator gets it).
     pub fn spawn_logging(args: &[String], data: Option<tempfile::TempDir>, log: &str) -> Node {
+        Node::spawn_env(args, data, log, &[])
+    }
+
+    /// As `spawn_logging`, with `env` set. No `OTEL_*` or `RUST_LOG` of the
+    /// test's own environment reaches the process.
+    pub fn spawn_env(args: &[String], data: Option<tempfile::TempDir>, log: &str, env: &[(&str, String)]) -> Node {
         let mut command = Command::new(env!("CARGO_BIN_EXE_ursula"));
+        for (name, _) in std::env::vars() {
+            if name.starts_with("OTEL_") || name == "RUST_LOG" {
+                command.env_remove(name);
+            }
+        }
         match log {
             "" => command.env_remove("URSULA_LOG"),
             filter => command.env("URSULA_LOG", filter),
         };
+        command.envs(env.iter().map(|(k, v)| (k, v)));
         let mut child = command
             .args(args)
             // No ./ursula.toml of the source tree may change the node.

@@ -37,15 +37,48 @@ use crate::front::{Answered, FrontDoor, Holds, RequestBody, RequestLimit, Upload
 use crate::options::HttpOptions;
 use crate::render::{self, Answer};
 use crate::route::{Route, Sub, route};
+use crate::telemetry::{self, Op, RequestStats};
+use tracing::Instrument;
 
 /// What every handler shares.
 pub struct Shared<B> {
     pub backend: Arc<B>,
     pub options: HttpOptions,
     pub front: Arc<dyn FrontDoor>,
+    pub stats: RequestStats,
 }
 
+impl<B: Backend> Shared<B> {
+    /// Every figure of `/__ursula/metrics`: the backend's, the front door's
+    /// and the surface's own.
+    pub async fn metrics(&self) -> crate::ops::Metrics {
+        let mut m = self.backend.metrics().await;
+        self.front.metrics(&mut m);
+        self.stats.fill(&mut m);
+        m.text("cluster_id", self.options.cluster_id.as_str());
+        m
+    }
+}
+
+/// Serves one request inside its boundary span, and counts its answer.
 pub async fn handle<B, T>(shared: Arc<Shared<B>>, req: Request<T>) -> Answer
+where
+    B: Backend,
+    T: http_body::Body<Data = Bytes> + Send + 'static,
+    T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (op, routed) = Op::of(req.method(), req.uri().path());
+    let span = telemetry::boundary_span(op, routed.as_ref(), req.headers());
+    let started = telemetry::latency_clock(op);
+    let answer = serve(shared.clone(), req).instrument(span.clone()).await;
+    let status = answer.status();
+    span.record("http.response.status_code", status.as_u16());
+    shared.stats.answered(op, status);
+    telemetry::record_latency(op, started, status);
+    answer
+}
+
+async fn serve<B, T>(shared: Arc<Shared<B>>, req: Request<T>) -> Answer
 where
     B: Backend,
     T: http_body::Body<Data = Bytes> + Send + 'static,

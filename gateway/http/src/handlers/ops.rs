@@ -21,11 +21,7 @@ pub async fn ops<B: Backend>(shared: &Shared<B>, path: &str, method: &Method) ->
     match path {
         "ready" => Ok(ready_answer(shared.backend.readiness(), cluster_id)),
         // A gateway's own figures (routing, upstream errors) under its path.
-        "metrics" | "gateway/metrics" => {
-            let mut m = shared.backend.metrics().await;
-            shared.front.metrics(&mut m);
-            Ok(metrics_answer(m, cluster_id))
-        }
+        "metrics" | "gateway/metrics" => Ok(metrics_answer(shared.metrics().await, cluster_id)),
         "usage" => match shared.backend.usage().await {
             Some(report) => Ok(crate::ops::json_answer(http::StatusCode::OK, report)),
             None => Err(ApiError::NotFound),

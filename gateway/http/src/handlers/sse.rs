@@ -80,7 +80,7 @@ pub async fn open<B: Backend>(
             let b = render::builder(StatusCode::OK)
                 .header(header::CONTENT_TYPE, "text/event-stream")
                 .header(header::CACHE_CONTROL, render::SSE_CACHE_CONTROL);
-            return Ok(render::finish(b, render::full(error_event(&ApiError::from(e)))));
+            return Ok(render::finish(b, render::full(error_event(&shared.stats, &ApiError::from(e)))));
         }
         Err(e) => return Err(e.into()),
     };
@@ -110,6 +110,7 @@ pub async fn open<B: Backend>(
     if encoding == Encoding::Base64 {
         b = b.header(names::STREAM_SSE_DATA_ENCODING, "base64");
     }
+    shared.stats.sse_streams_opened.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let live = Live {
         shared,
         key,
@@ -177,7 +178,7 @@ impl<B: Backend> Live<B> {
                         Err(e) if ends_cleanly(&e) => return None,
                         Err(e) => {
                             self.done = true;
-                            return Some(error_event(&ApiError::from(e)));
+                            return Some(error_event(&self.shared.stats, &ApiError::from(e)));
                         }
                         // A clean end: the client reconnects from its last streamNextOffset.
                         Ok(WaitOutcome::Ended) => return None,
@@ -202,7 +203,7 @@ impl<B: Backend> Live<B> {
                     Err(e) if ends_cleanly(&e) => return None,
                     Err(e) => {
                         self.done = true;
-                        return Some(error_event(&ApiError::from(e)));
+                        return Some(error_event(&self.shared.stats, &ApiError::from(e)));
                     }
                     Ok(view) if view.info.incarnation != self.incarnation => {
                         return Some(self.replaced(Some(view.info.incarnation)));
@@ -233,7 +234,7 @@ impl<B: Backend> Live<B> {
     fn replaced(&mut self, current: Option<Incarnation>) -> Bytes {
         self.done = true;
         let err = if self.expected { Rejection::IncarnationMismatch { current } } else { Rejection::StreamNotFound };
-        error_event(&ApiError::from(err))
+        error_event(&self.shared.stats, &ApiError::from(err))
     }
 
     fn data_event(&self, view: &ReadView, out: &mut BytesMut) {
@@ -300,7 +301,8 @@ fn control_event(view: &ReadView, cursor: u64, out: &mut BytesMut) {
 }
 
 /// A live read that ends in error sends the error body as an `error` event.
-fn error_event(err: &ApiError) -> Bytes {
+fn error_event(stats: &crate::telemetry::RequestStats, err: &ApiError) -> Bytes {
+    stats.sse_error_events.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut out = BytesMut::new();
     out.extend_from_slice(b"event: error\ndata:");
     // The body on one line (extensions §11): without its closing newline.

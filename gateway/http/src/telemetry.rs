@@ -1,0 +1,319 @@
+//! What the surface tells an operator whatever exports it (spec/37): one
+//! boundary span per request (`http.append`, `http.read`, ...) with the
+//! client's W3C trace context as its parent, request counters for
+//! `/__ursula/metrics`, and the seam an OTLP exporter uses when the binary
+//! installs one: trace context into and out of gRPC metadata, the figures
+//! read at export time, and the latency histograms.
+//!
+//! With no exporter installed nothing here calls OpenTelemetry: the
+//! context is neither extracted nor injected and no latency is recorded.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock, RwLock};
+use std::time::Instant;
+
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use opentelemetry::propagation::{Extractor, Injector};
+use opentelemetry::trace::TraceContextExt;
+use tracing::Span;
+use tracing::field::Empty;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+use crate::ops::Metrics;
+use crate::route::{Route, Sub, route};
+
+/// The kind of a request, named as its boundary span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Create,
+    Append,
+    Delete,
+    Read,
+    Head,
+    Snapshot,
+    Bootstrap,
+    Ops,
+    Other,
+}
+
+const OPS: [Op; 9] =
+    [Op::Create, Op::Append, Op::Delete, Op::Read, Op::Head, Op::Snapshot, Op::Bootstrap, Op::Ops, Op::Other];
+
+impl Op {
+    /// The request's kind and, for a stream's routes, the stream.
+    pub fn of(method: &Method, path: &str) -> (Op, Option<Route>) {
+        let Ok(routed) = route(path) else { return (Op::Other, None) };
+        let op = match (&routed, method) {
+            (_, &Method::OPTIONS) => Op::Other,
+            (Route::Stream(_), &Method::PUT) => Op::Create,
+            (Route::Stream(_), &Method::POST) => Op::Append,
+            (Route::Stream(_), &Method::DELETE) => Op::Delete,
+            (Route::Stream(_), &Method::HEAD) => Op::Head,
+            (Route::Stream(_), &Method::GET) | (Route::Sub(_, Sub::Chunk { .. }), _) => Op::Read,
+            (Route::Sub(_, Sub::Bootstrap), _) => Op::Bootstrap,
+            (Route::Sub(..), _) => Op::Snapshot,
+            (Route::Ops(_), _) => Op::Ops,
+            _ => Op::Other,
+        };
+        (op, Some(routed))
+    }
+
+    pub fn span_name(self) -> &'static str {
+        match self {
+            Op::Create => "http.create",
+            Op::Append => "http.append",
+            Op::Delete => "http.delete",
+            Op::Read => "http.read",
+            Op::Head => "http.head",
+            Op::Snapshot => "http.snapshot",
+            Op::Bootstrap => "http.bootstrap",
+            Op::Ops => "http.ops",
+            Op::Other => "http.other",
+        }
+    }
+
+    fn index(self) -> usize {
+        OPS.iter().position(|o| *o == self).unwrap_or(OPS.len() - 1)
+    }
+}
+
+/// Requests answered, by kind, and the figures spec/38 names for reads.
+#[derive(Default)]
+pub struct RequestStats {
+    answered: [AtomicU64; OPS.len()],
+    appends_accepted: AtomicU64,
+    reads: AtomicU64,
+    refused: AtomicU64,
+    pub sse_streams_opened: AtomicU64,
+    pub sse_error_events: AtomicU64,
+}
+
+impl RequestStats {
+    pub fn answered(&self, op: Op, status: StatusCode) {
+        self.answered[op.index()].fetch_add(1, Relaxed);
+        if status.is_success() {
+            match op {
+                Op::Append => self.appends_accepted.fetch_add(1, Relaxed),
+                Op::Read => self.reads.fetch_add(1, Relaxed),
+                _ => 0,
+            };
+        } else if status.is_client_error() || status.is_server_error() {
+            self.refused.fetch_add(1, Relaxed);
+        }
+    }
+
+    pub fn fill(&self, m: &mut Metrics) {
+        let by_op: serde_json::Map<String, serde_json::Value> =
+            OPS.iter().map(|op| (op.span_name().to_owned(), self.answered[op.index()].load(Relaxed).into())).collect();
+        m.detail("http_requests", by_op);
+        m.count("http_requests_total", self.answered.iter().map(|a| a.load(Relaxed)).sum());
+        m.count("http_refusals", self.refused.load(Relaxed));
+        m.count("http_appends_accepted", self.appends_accepted.load(Relaxed));
+        m.count("http_reads", self.reads.load(Relaxed));
+        m.count("sse_streams_opened", self.sse_streams_opened.load(Relaxed));
+        m.count("sse_error_events", self.sse_error_events.load(Relaxed));
+    }
+}
+
+/// Set once by the binary when it exports traces: only then is trace
+/// context read from requests and passed on.
+static TRACE_EXPORT: AtomicBool = AtomicBool::new(false);
+
+pub fn enable_trace_context() {
+    TRACE_EXPORT.store(true, Relaxed);
+}
+
+fn trace_context_on() -> bool {
+    TRACE_EXPORT.load(Relaxed)
+}
+
+/// The boundary span of a request; `route` names its stream. Never the
+/// payload, never a credential.
+pub fn boundary_span(op: Op, route: Option<&Route>, headers: &HeaderMap) -> Span {
+    let span = tracing::info_span!(
+        "http.request",
+        otel.name = op.span_name(),
+        otel.kind = "server",
+        bucket = Empty,
+        stream = Empty,
+        http.response.status_code = Empty,
+    );
+    if let Some(Route::Stream(key) | Route::Sub(key, _)) = route {
+        span.record("bucket", key.bucket.as_str());
+        span.record("stream", key.stream.as_str());
+    }
+    adopt_parent(&span, headers);
+    span
+}
+
+/// The span of a call on the private gRPC planes (`name`: its gRPC path,
+/// `ursula.stream.v1.StreamService/Append`), child of the caller's span
+/// when its metadata carries one. Without one it starts a trace only when
+/// `may_start_trace` (a gateway's call does, Raft's own traffic never).
+pub fn rpc_span(name: &str, headers: &HeaderMap, may_start_trace: bool) -> Span {
+    let has_parent = trace_context_on() && headers.contains_key(TRACEPARENT);
+    if !may_start_trace && !has_parent {
+        return Span::none();
+    }
+    let span = tracing::info_span!("rpc", otel.name = name, otel.kind = "server");
+    adopt_parent(&span, headers);
+    span
+}
+
+/// A gRPC request carrying the current span's trace context.
+pub fn traced<T>(message: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    inject_current(request.metadata_mut().as_mut());
+    request
+}
+
+/// A tonic interceptor: every call carries the current trace context.
+pub fn carry_trace_context(mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+    inject_current(request.metadata_mut().as_mut());
+    Ok(request)
+}
+
+/// The signature of [`carry_trace_context`], for client types.
+pub type TraceInterceptor = fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status>;
+
+/// Makes the W3C `traceparent` of `headers`, if any, the parent of `span`.
+pub fn adopt_parent(span: &Span, headers: &HeaderMap) {
+    if !trace_context_on() || span.is_disabled() || !headers.contains_key(TRACEPARENT) {
+        return;
+    }
+    let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(&Headers(headers)));
+    if parent.span().span_context().is_valid() {
+        let _ = span.set_parent(parent);
+    }
+}
+
+/// Writes the current span's trace context into the headers (gRPC
+/// metadata) of an outgoing call. Trace context never enters a Raft entry.
+pub fn inject_current(headers: &mut HeaderMap) {
+    if !trace_context_on() {
+        return;
+    }
+    let context = Span::current().context();
+    if context.span().span_context().is_valid() {
+        opentelemetry::global::get_text_map_propagator(|p| p.inject_context(&context, &mut HeadersMut(headers)));
+    }
+}
+
+const TRACEPARENT: &str = "traceparent";
+
+struct Headers<'a>(&'a HeaderMap);
+
+impl Extractor for Headers<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(HeaderName::as_str).collect()
+    }
+}
+
+struct HeadersMut<'a>(&'a mut HeaderMap);
+
+impl Injector for HeadersMut<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        if let (Ok(name), Ok(value)) = (HeaderName::from_bytes(key.as_bytes()), HeaderValue::from_str(&value)) {
+            self.0.insert(name, value);
+        }
+    }
+}
+
+/// The figures of the process's surface, as `/__ursula/metrics` has them.
+pub type MetricsFuture = Pin<Box<dyn Future<Output = Metrics> + Send>>;
+type Source = Arc<dyn Fn() -> MetricsFuture + Send + Sync>;
+
+static SOURCE: RwLock<Option<(tokio::runtime::Handle, Source)>> = RwLock::new(None);
+
+/// Makes `source` what an exporter reads (the last surface published wins).
+pub fn publish_metrics(handle: tokio::runtime::Handle, source: Source) {
+    *SOURCE.write().unwrap_or_else(|p| p.into_inner()) = Some((handle, source));
+}
+
+/// The figures now, for an exporter's collection on its own thread (never
+/// on a runtime's): `None` before a surface was published.
+pub fn collect_metrics() -> Option<Metrics> {
+    let (handle, source) = SOURCE.read().unwrap_or_else(|p| p.into_inner()).clone()?;
+    Some(handle.block_on(source()))
+}
+
+/// Latency histograms, when the binary exports metrics.
+pub struct Latency {
+    pub append: opentelemetry::metrics::Histogram<f64>,
+    pub read: opentelemetry::metrics::Histogram<f64>,
+}
+
+static LATENCY: OnceLock<Latency> = OnceLock::new();
+
+pub fn install_latency(latency: Latency) {
+    let _ = LATENCY.set(latency);
+}
+
+/// When the request started, only when a latency will be recorded.
+pub fn latency_clock(op: Op) -> Option<Instant> {
+    (matches!(op, Op::Append | Op::Read) && LATENCY.get().is_some()).then(Instant::now)
+}
+
+pub fn record_latency(op: Op, started: Option<Instant>, status: StatusCode) {
+    let (Some(started), Some(latency)) = (started, LATENCY.get()) else { return };
+    let seconds = started.elapsed().as_secs_f64();
+    let status = [opentelemetry::KeyValue::new("http.response.status_code", i64::from(status.as_u16()))];
+    match op {
+        Op::Append => latency.append.record(seconds, &status),
+        Op::Read => latency.read.record(seconds, &status),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_named_by_route_and_method() {
+        let cases = [
+            (Method::PUT, "/demo/s", Op::Create),
+            (Method::POST, "/demo/s", Op::Append),
+            (Method::GET, "/demo/s", Op::Read),
+            (Method::HEAD, "/demo/s", Op::Head),
+            (Method::DELETE, "/demo/s", Op::Delete),
+            (Method::GET, "/demo/s/bootstrap", Op::Bootstrap),
+            (Method::GET, "/demo/s/incarnation/1/chunk/2", Op::Read),
+            (Method::PUT, "/demo/s/snapshot/00000000000000000001", Op::Snapshot),
+            (Method::GET, "/__ursula/metrics", Op::Ops),
+            (Method::OPTIONS, "/demo/s", Op::Other),
+            (Method::PUT, "/demo", Op::Other),
+            (Method::GET, "/demo/s/x/y", Op::Other),
+        ];
+        for (method, path, op) in cases {
+            assert_eq!(Op::of(&method, path).0, op, "{method} {path}");
+        }
+    }
+
+    #[test]
+    fn counters_split_accepted_from_refused() {
+        let stats = RequestStats::default();
+        stats.answered(Op::Append, StatusCode::NO_CONTENT);
+        stats.answered(Op::Append, StatusCode::CONFLICT);
+        stats.answered(Op::Read, StatusCode::OK);
+        let mut m = Metrics::new();
+        stats.fill(&mut m);
+        assert_eq!(m.get("http_appends_accepted"), Some(&1.into()));
+        assert_eq!(m.get("http_reads"), Some(&1.into()));
+        assert_eq!(m.get("http_refusals"), Some(&1.into()));
+        assert_eq!(m.get("http_requests_total"), Some(&3.into()));
+    }
+
+    #[test]
+    fn without_an_exporter_no_context_is_passed_on() {
+        let mut headers = HeaderMap::new();
+        inject_current(&mut headers);
+        assert!(headers.is_empty());
+    }
+}
