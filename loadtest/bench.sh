@@ -11,7 +11,8 @@
 #           cluster8 cluster32 (issue 6), gateway8 gwcatchup gwchunks (issue 8),
 #           coldcatchup coldappend (issue 7), gwauth8 gwauth32 (issue 18),
 #           gwquota8 gwquota32 (issue 19), voters8 voters32 (issue 20),
-#           otel8 otel32 (issue 23)
+#           otel8 otel32 offcost8 offcost32 (issue 23; offcost* needs
+#           URSULA_BASE_BIN, a build of an earlier commit to compare with)
 # URSULA_BIN and LOADTEST_BIN override the binaries (e.g. copies of a build
 # that later builds must not replace mid-run).
 set -euo pipefail
@@ -92,8 +93,9 @@ raft_config() {
 # ursula nodes (ratios read "B / A").
 run_engines() {
   local name="$1" la="$2" aa="$3" lb="$4" ab="$5"; shift 5
+  # `first_bin`, when set, runs A (e.g. an earlier build).
   # shellcheck disable=SC2086
-  start_ours "$la" $aa; local ua="$last_url" pa="$last_pid"
+  ursula="${first_bin:-$ursula}" start_ours "$la" $aa; local ua="$last_url" pa="$last_pid"
   # shellcheck disable=SC2086
   start_ours "$lb" $ab; local ub="$last_url" pb="$last_pid"
   sleep 1
@@ -187,6 +189,16 @@ run_otel() {
   sleep 6
   tail -n 1 "$out/$name-sink.log" | tee -a "$out/$name.txt"
   stop_all "$name"
+}
+
+# run_offcost NAME SCENARIO...: what telemetry costs when off: a durable
+# node (fsync=never) of URSULA_BASE_BIN (an earlier build) against one of
+# this build, neither exporting. Ratios read "this / base".
+run_offcost() {
+  local name="$1"; shift
+  local base="${URSULA_BASE_BIN:?offcost needs URSULA_BASE_BIN, an earlier build of ursula}"
+  first_bin="$base" run_engines "$name" base "--config $(raft_config "$name-base" never)" \
+    this "--config $(raft_config "$name-this" never)" "$@"
 }
 
 # stop_all NAME: stops every server started for target NAME, its cluster too.
@@ -295,6 +307,8 @@ for t in "${targets[@]}"; do
     voters32) run_voters voters32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
     otel8) run_otel otel8 append --streams 8 --writers 8 --bytes 256 --duration 5 --rounds 3 ;;
     otel32) run_otel otel32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
+    offcost8) run_offcost offcost8 append --streams 8 --writers 8 --bytes 256 --duration 5 --rounds 5 ;;
+    offcost32) run_offcost offcost32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 5 ;;
     # Issue 8: through a gateway against straight to the leaders, and the
     # gateway's immutable-read cache against the same gateway without it.
     gateway8) run_gateway gateway8 direct "" gateway "" \

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Meter, MeterProvider};
+use opentelemetry::metrics::{AsyncInstrument, Meter, MeterProvider};
 use opentelemetry::trace::TracerProvider;
 use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::Resource;
@@ -91,7 +91,7 @@ pub fn init(identity: &Identity, format: LogFormat) -> anyhow::Result<Telemetry>
     };
     let otel_layer = tracer.as_ref().map(|provider| {
         opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
-        surface::enable_trace_context();
+        surface::enable_trace_context(root_ratio());
         tracing_opentelemetry::layer().with_tracer(provider.tracer("ursula"))
     });
     // Colour only for a person at a terminal, never into a log file.
@@ -121,14 +121,19 @@ fn resource(identity: &Identity) -> Resource {
 }
 
 /// `OTEL_TRACES_SAMPLER_ARG`: the share of new root traces kept (default
-/// 1.0); a request whose client sent a sampling decision keeps it.
-fn sampler() -> Sampler {
-    let ratio = std::env::var("OTEL_TRACES_SAMPLER_ARG")
+/// 1.0). The surface decides it per request before it makes any span (a
+/// client's `traceparent` decides for its own), so the SDK keeps every
+/// span it is given.
+fn root_ratio() -> f64 {
+    std::env::var("OTEL_TRACES_SAMPLER_ARG")
         .ok()
         .and_then(|v| v.trim().parse::<f64>().ok())
         .filter(|r| (0.0..=1.0).contains(r))
-        .unwrap_or(1.0);
-    Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio)))
+        .unwrap_or(1.0)
+}
+
+fn sampler() -> Sampler {
+    Sampler::ParentBased(Box::new(Sampler::AlwaysOn))
 }
 
 fn tracer_provider(resource: Resource) -> anyhow::Result<SdkTracerProvider> {
@@ -207,15 +212,7 @@ const GAUGES: &[(&str, &str)] = &[
 fn register_instruments(meter: &Meter) {
     let figures = Figures::default();
     for &(name, field) in COUNTERS {
-        let f = figures.clone();
-        meter
-            .u64_observable_counter(name)
-            .with_callback(move |o| {
-                if let Some(v) = f.now().get(field).and_then(Value::as_u64) {
-                    o.observe(v, &[]);
-                }
-            })
-            .build();
+        meter.u64_observable_counter(name).with_callback(figure(&figures, field)).build();
     }
     for &(name, prefix) in REFUSALS {
         let f = figures.clone();
@@ -232,15 +229,7 @@ fn register_instruments(meter: &Meter) {
             .build();
     }
     for &(name, field) in GAUGES {
-        let f = figures.clone();
-        meter
-            .u64_observable_gauge(name)
-            .with_callback(move |o| {
-                if let Some(v) = f.now().get(field).and_then(Value::as_u64) {
-                    o.observe(v, &[]);
-                }
-            })
-            .build();
+        meter.u64_observable_gauge(name).with_callback(figure(&figures, field)).build();
     }
     let f = figures.clone();
     meter
@@ -273,6 +262,16 @@ fn register_instruments(meter: &Meter) {
             }
         })
         .build();
+}
+
+/// Observes the figure `field`, when this process has it.
+fn figure(figures: &Figures, field: &'static str) -> impl Fn(&dyn AsyncInstrument<u64>) + Send + Sync + 'static {
+    let figures = figures.clone();
+    move |o| {
+        if let Some(v) = figures.now().get(field).and_then(Value::as_u64) {
+            o.observe(v, &[]);
+        }
+    }
 }
 
 fn groups(m: &Metrics) -> Vec<(i64, serde_json::Map<String, Value>)> {

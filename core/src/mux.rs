@@ -43,7 +43,7 @@ async fn grpc(mut routes: Routes, req: Request<Incoming>) -> Response<GrpcBody> 
     // own spans (the cluster plane may have a listener of its own).
     let path = req.uri().path();
     let span = match path.strip_prefix('/') {
-        Some(name) if path.starts_with(STREAM_SERVICE) => ursula_http::telemetry::rpc_span(name, req.headers(), true),
+        Some(name) if path.starts_with(STREAM_SERVICE) => ursula_http::telemetry::rpc_span(name, req.headers()),
         _ => tracing::Span::none(),
     };
     // `Routes` is always ready; its error type is `Infallible`.

@@ -73,6 +73,15 @@ async fn one_trace_spans_gateway_follower_and_leader_and_the_metrics_arrive() {
     wait_ready(&gateway).await;
 
     const PATH: &str = "/otel/run-1";
+    // A client that decided not to sample: nothing of its request is exported.
+    const UNSAMPLED: &str = "0af7651916cd43dd8448eb211c80319c";
+    gateway
+        .put("/otel/unsampled")
+        .content_type("text/plain")
+        .header("traceparent", format!("00-{UNSAMPLED}-b7ad6b7169203331-00"))
+        .send()
+        .await
+        .expect(201);
     gateway
         .put(PATH)
         .content_type("text/plain")
@@ -149,6 +158,7 @@ async fn one_trace_spans_gateway_follower_and_leader_and_the_metrics_arrive() {
     assert_eq!(read.attributes.get("stream").map(String::as_str), Some("run-1"));
     let barrier = child(&read.span_id, f, "raft.read_barrier");
     child(&barrier.span_id, l, "ursula.raft.v1.RaftService/ReadBarrier");
+    assert!(!spans.iter().any(|s| s.trace_id == UNSAMPLED), "an unsampled request was traced:\n{trace}");
     let barriers = spans.iter().filter(|s| s.parent_id == barrier.span_id).count();
     assert_eq!(barriers, 1, "one barrier call, one span:\n{trace}");
     for s in spans.iter().filter(|s| s.trace_id == TRACE) {

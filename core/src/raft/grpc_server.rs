@@ -202,11 +202,8 @@ impl RaftService for RaftServer {
     ) -> Result<Response<pb::ReadBarrierReply>, Status> {
         use pb::read_barrier_reply::Result as R;
         use tracing::Instrument;
-        let span = ursula_http::telemetry::rpc_span(
-            "ursula.raft.v1.RaftService/ReadBarrier",
-            request.metadata().as_ref(),
-            false,
-        );
+        let span =
+            ursula_http::telemetry::rpc_span("ursula.raft.v1.RaftService/ReadBarrier", request.metadata().as_ref());
         let from = request.remote_addr();
         let req = request.into_inner();
         let result = match self.group(req.preamble.as_ref(), from) {
@@ -228,11 +225,8 @@ impl RaftService for RaftServer {
         use pb::forward_command_reply::Result as R;
         use tracing::Instrument;
         use ursula_stream::{Command, Outcome};
-        let span = ursula_http::telemetry::rpc_span(
-            "ursula.raft.v1.RaftService/ForwardCommand",
-            request.metadata().as_ref(),
-            false,
-        );
+        let span =
+            ursula_http::telemetry::rpc_span("ursula.raft.v1.RaftService/ForwardCommand", request.metadata().as_ref());
         let from = request.remote_addr();
         let req = request.into_inner();
         let result = match (self.group(req.preamble.as_ref(), from), conv_command(&req.command)) {

@@ -117,11 +117,16 @@ impl RequestStats {
     }
 }
 
-/// Set once by the binary when it exports traces: only then is trace
-/// context read from requests and passed on.
+/// Set once by the binary when it exports traces: only then do requests
+/// make spans, read trace context or pass it on.
 static TRACE_EXPORT: AtomicBool = AtomicBool::new(false);
+/// The share of requests without a client's decision that start a trace.
+static ROOT_RATIO: AtomicU64 = AtomicU64::new(0);
 
-pub fn enable_trace_context() {
+/// Turns tracing of requests on, keeping `ratio` of new root traces
+/// (`OTEL_TRACES_SAMPLER_ARG`); a client's `traceparent` decides for its own.
+pub fn enable_trace_context(ratio: f64) {
+    ROOT_RATIO.store(ratio.clamp(0.0, 1.0).to_bits(), Relaxed);
     TRACE_EXPORT.store(true, Relaxed);
 }
 
@@ -129,9 +134,34 @@ fn trace_context_on() -> bool {
     TRACE_EXPORT.load(Relaxed)
 }
 
+/// The sampled flag of a well-formed W3C `traceparent`
+/// (`00-{32 hex}-{16 hex}-{2 hex flags}`), or `None`.
+fn parent_sampled(headers: &HeaderMap) -> Option<bool> {
+    let value = headers.get(TRACEPARENT)?.to_str().ok()?;
+    let parts: Vec<&str> = value.trim().split('-').collect();
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+    match parts.as_slice() {
+        [version, trace, span, flags] if hex(version, 2) && hex(trace, 32) && hex(span, 16) && hex(flags, 2) => {
+            u8::from_str_radix(flags, 16).ok().map(|f| f & 1 == 1)
+        }
+        _ => None,
+    }
+}
+
+/// Whether a request is traced: never without export; as its client
+/// decided; else one in `1 / ratio`. Deciding here, before any span
+/// exists, is what keeps an unsampled request free of span work.
+fn traced_request(headers: &HeaderMap) -> bool {
+    trace_context_on()
+        && parent_sampled(headers).unwrap_or_else(|| fastrand::f64() < f64::from_bits(ROOT_RATIO.load(Relaxed)))
+}
+
 /// The boundary span of a request; `route` names its stream. Never the
-/// payload, never a credential.
+/// payload, never a credential. A request that is not traced gets none.
 pub fn boundary_span(op: Op, route: Option<&Route>, headers: &HeaderMap) -> Span {
+    if !traced_request(headers) {
+        return Span::none();
+    }
     let span = tracing::info_span!(
         "http.request",
         otel.name = op.span_name(),
@@ -149,12 +179,12 @@ pub fn boundary_span(op: Op, route: Option<&Route>, headers: &HeaderMap) -> Span
 }
 
 /// The span of a call on the private gRPC planes (`name`: its gRPC path,
-/// `ursula.stream.v1.StreamService/Append`), child of the caller's span
-/// when its metadata carries one. Without one it starts a trace only when
-/// `may_start_trace` (a gateway's call does, Raft's own traffic never).
-pub fn rpc_span(name: &str, headers: &HeaderMap, may_start_trace: bool) -> Span {
-    let has_parent = trace_context_on() && headers.contains_key(TRACEPARENT);
-    if !may_start_trace && !has_parent {
+/// `ursula.stream.v1.StreamService/Append`), child of the caller's span.
+/// Only a call whose metadata carries a sampled trace gets one: traces
+/// start where clients arrive (a gateway, a node's HTTP), never in Raft's
+/// own traffic.
+pub fn rpc_span(name: &str, headers: &HeaderMap) -> Span {
+    if !(trace_context_on() && parent_sampled(headers) == Some(true)) {
         return Span::none();
     }
     let span = tracing::info_span!("rpc", otel.name = name, otel.kind = "server");
@@ -179,8 +209,8 @@ pub fn carry_trace_context(mut request: tonic::Request<()>) -> Result<tonic::Req
 pub type TraceInterceptor = fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status>;
 
 /// Makes the W3C `traceparent` of `headers`, if any, the parent of `span`.
-pub fn adopt_parent(span: &Span, headers: &HeaderMap) {
-    if !trace_context_on() || span.is_disabled() || !headers.contains_key(TRACEPARENT) {
+fn adopt_parent(span: &Span, headers: &HeaderMap) {
+    if span.is_disabled() || !headers.contains_key(TRACEPARENT) {
         return;
     }
     let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(&Headers(headers)));
@@ -308,6 +338,30 @@ mod tests {
         assert_eq!(m.get("http_reads"), Some(&1.into()));
         assert_eq!(m.get("http_refusals"), Some(&1.into()));
         assert_eq!(m.get("http_requests_total"), Some(&3.into()));
+    }
+
+    #[test]
+    fn a_clients_sampling_decision_is_read_from_its_traceparent() {
+        let with = |value: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(TRACEPARENT, HeaderValue::from_str(value).expect("a header value"));
+            parent_sampled(&h)
+        };
+        assert_eq!(with("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"), Some(true));
+        assert_eq!(with("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"), Some(false));
+        assert_eq!(with("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"), None);
+        assert_eq!(with("00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01"), None);
+        assert_eq!(with("zz-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"), None);
+        assert_eq!(parent_sampled(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn without_an_exporter_no_request_is_traced() {
+        let mut h = HeaderMap::new();
+        h.insert(TRACEPARENT, HeaderValue::from_static("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
+        assert!(!traced_request(&h));
+        assert!(boundary_span(Op::Append, None, &h).is_none());
+        assert!(rpc_span("x", &h).is_none());
     }
 
     #[test]
