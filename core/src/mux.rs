@@ -47,7 +47,8 @@ async fn grpc(mut routes: Routes, req: Request<Incoming>) -> Response<GrpcBody> 
         _ => tracing::Span::none(),
     };
     // `Routes` is always ready; its error type is `Infallible`.
-    match routes.call(req).instrument(span).await {
+    let answered = if span.is_none() { routes.call(req).await } else { routes.call(req).instrument(span).await };
+    match answered {
         Ok(answer) => answer.map(|body| body.map_err(std::io::Error::other).boxed_unsync()),
         Err(never) => match never {},
     }

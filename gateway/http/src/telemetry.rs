@@ -22,7 +22,7 @@ use tracing::field::Empty;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::ops::Metrics;
-use crate::route::{Route, Sub, route};
+use crate::route::{Route, Sub};
 
 /// The kind of a request, named as its boundary span.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,10 +42,10 @@ const OPS: [Op; 9] =
     [Op::Create, Op::Append, Op::Delete, Op::Read, Op::Head, Op::Snapshot, Op::Bootstrap, Op::Ops, Op::Other];
 
 impl Op {
-    /// The request's kind and, for a stream's routes, the stream.
-    pub fn of(method: &Method, path: &str) -> (Op, Option<Route>) {
-        let Ok(routed) = route(path) else { return (Op::Other, None) };
-        let op = match (&routed, method) {
+    /// The kind of a request to `routed` (`None`: no route).
+    pub fn of(method: &Method, routed: Option<&Route>) -> Op {
+        let Some(routed) = routed else { return Op::Other };
+        match (routed, method) {
             (_, &Method::OPTIONS) => Op::Other,
             (Route::Stream(_), &Method::PUT) => Op::Create,
             (Route::Stream(_), &Method::POST) => Op::Append,
@@ -56,8 +56,7 @@ impl Op {
             (Route::Sub(..), _) => Op::Snapshot,
             (Route::Ops(_), _) => Op::Ops,
             _ => Op::Other,
-        };
-        (op, Some(routed))
+        }
     }
 
     pub fn span_name(self) -> &'static str {
@@ -304,6 +303,7 @@ pub fn record_latency(op: Op, started: Option<Instant>, status: StatusCode) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::route::route;
 
     #[test]
     fn requests_are_named_by_route_and_method() {
@@ -322,7 +322,7 @@ mod tests {
             (Method::GET, "/demo/s/x/y", Op::Other),
         ];
         for (method, path, op) in cases {
-            assert_eq!(Op::of(&method, path).0, op, "{method} {path}");
+            assert_eq!(Op::of(&method, route(path).ok().as_ref()), op, "{method} {path}");
         }
     }
 

@@ -67,10 +67,17 @@ where
     T: http_body::Body<Data = Bytes> + Send + 'static,
     T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let (op, routed) = Op::of(req.method(), req.uri().path());
-    let span = telemetry::boundary_span(op, routed.as_ref(), req.headers());
+    let routed = route(req.uri().path());
+    let op = Op::of(req.method(), routed.as_ref().ok());
+    let span = telemetry::boundary_span(op, routed.as_ref().ok(), req.headers());
     let started = telemetry::latency_clock(op);
-    let answer = serve(shared.clone(), req).instrument(span.clone()).await;
+    // An untraced request (every one while export is off) pays for no span
+    // and no extra move of the request's (large) future.
+    let answer = if span.is_none() {
+        serve(shared.clone(), req, routed).await
+    } else {
+        Box::pin(serve(shared.clone(), req, routed)).instrument(span.clone()).await
+    };
     let status = answer.status();
     span.record("http.response.status_code", status.as_u16());
     shared.stats.answered(op, status);
@@ -78,7 +85,7 @@ where
     answer
 }
 
-async fn serve<B, T>(shared: Arc<Shared<B>>, req: Request<T>) -> Answer
+async fn serve<B, T>(shared: Arc<Shared<B>>, req: Request<T>, routed: Result<Route, ApiError>) -> Answer
 where
     B: Backend,
     T: http_body::Body<Data = Bytes> + Send + 'static,
@@ -109,7 +116,9 @@ where
             drain_unread(&parts.headers, body);
             answer
         }
-        None => dispatch(shared, Request::from_parts(parts, body)).await.unwrap_or_else(|e| render::error(&e, head)),
+        None => {
+            dispatch(shared, Request::from_parts(parts, body), routed).await.unwrap_or_else(|e| render::error(&e, head))
+        }
     };
     if let Some(holds) = holds {
         answer = render::holding(answer, holds);
@@ -130,13 +139,17 @@ where
     options.front.answered(Answered { method: &method, uri: &uri }, answer).await
 }
 
-async fn dispatch<B, T>(shared: Arc<Shared<B>>, req: Request<T>) -> Result<Answer, ApiError>
+async fn dispatch<B, T>(
+    shared: Arc<Shared<B>>,
+    req: Request<T>,
+    routed: Result<Route, ApiError>,
+) -> Result<Answer, ApiError>
 where
     B: Backend,
     T: http_body::Body<Data = Bytes> + Send + 'static,
     T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let routed = route(req.uri().path())?;
+    let routed = routed?;
     crate::headers::refuse_duplicates(req.headers())?;
     crate::headers::refuse_encoded_body(req.headers())?;
     if let Some(key) = write_target(&routed, req.method())
