@@ -102,7 +102,8 @@ pub struct Placement {
     pub host: HeaderValue,
 }
 
-/// `PUT` a stream like `create_stream`, following up to three leader
+/// `PUT` a stream with a content type (Ok: created, 201, or already there
+/// with the same configuration, 200), following up to three leader
 /// redirects (`307` with `Location`), and returns where it was created, so
 /// a writer can send its appends straight to the stream's leader.
 pub async fn create_at_leader(
@@ -228,15 +229,6 @@ pub async fn drain(mut body: Incoming) -> anyhow::Result<u64> {
         }
     }
     Ok(n)
-}
-
-/// `PUT` a stream with a content type; Ok when it was created (201) or
-/// already existed with the same configuration (200).
-pub async fn create_stream(conn: &mut Conn, uri: Uri, content_type: &HeaderValue) -> anyhow::Result<StatusCode> {
-    let mut req = conn.request(Method::PUT, uri, Bytes::new());
-    req.headers_mut().insert(CONTENT_TYPE, content_type.clone());
-    let (status, _, _) = conn.call(req).await?;
-    Ok(status)
 }
 
 /// A header as text, if present and readable.

@@ -16,7 +16,7 @@ use http::{HeaderValue, Method};
 use serde_json::{Value, json};
 
 use super::{Ctx, latency_figures};
-use crate::client::{Target, create_stream, header_str, random_body};
+use crate::client::{Conn, Target, create_at_leader, header_str, random_body};
 use crate::report::{Better, Figure};
 use crate::stats::{Latency, Outcomes, Sample, rate};
 
@@ -74,9 +74,11 @@ pub async fn setup(a: &CatchupArgs, ctx: &Ctx, t: &Target, sample: &mut Sample) 
     anyhow::ensure!(a.chunk_kib > 0 && a.mib > 0.0 && a.writers > 0 && a.readers > 0, "sizes must be positive");
     let name = ctx.name(format_args!("catchup"));
     let ct = HeaderValue::from_static("application/octet-stream");
-    let mut conn = t.conn();
-    let status = create_stream(&mut conn, t.uri(&name, ""), &ct).await?;
+    // A voter that does not lead the stream's group redirects its create;
+    // the setup writes go where it was created (its leader).
+    let (status, placement) = create_at_leader(t, t.uri(&name, ""), &ct).await?;
     anyhow::ensure!(status.is_success(), "{}: creating {name} answered {status}", t.label);
+    let mut conn = Conn::to(&placement);
     let chunk = a.chunk_kib * 1024;
     let chunks = ((a.mib * 1048576.0) / chunk as f64).ceil() as u64;
     let body = random_body(chunk);
@@ -84,7 +86,8 @@ pub async fn setup(a: &CatchupArgs, ctx: &Ctx, t: &Target, sample: &mut Sample) 
     let start = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..a.writers {
-        let (mut conn, next, body, ct, uri) = (t.conn(), next.clone(), body.clone(), ct.clone(), t.uri(&name, ""));
+        let (mut conn, next, body, ct, uri) =
+            (Conn::to(&placement), next.clone(), body.clone(), ct.clone(), t.uri(&name, ""));
         tasks.push(tokio::spawn(async move {
             let mut outcomes = Outcomes::default();
             while next.fetch_add(1, Ordering::Relaxed) < chunks {

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, Semaphore, watch};
 
 use super::{Ctx, latency_figures};
-use crate::client::{Target, create_stream, drain, header_str};
+use crate::client::{Conn, Target, create_at_leader, drain, header_str};
 use crate::report::{Better, Figure};
 use crate::sse::{Parser, json_str, json_true, payload, records};
 use crate::stats::{Latency, Outcomes, Sample, Seen, now_us, rate};
@@ -176,9 +176,11 @@ pub async fn round(a: &FanoutArgs, ctx: &Ctx, t: &Target, round: u32) -> anyhow:
     anyhow::ensure!(a.readers > 0 && a.rate > 0.0, "--readers and --rate must be positive");
     let name = Arc::new(ctx.name(format_args!("sse-{round}")));
     let ct = HeaderValue::from_str(&a.content_type)?;
-    let mut conn = t.conn();
-    let status = create_stream(&mut conn, t.uri(&name, ""), &ct).await?;
+    // The writer appends where the stream was created (a redirect names
+    // its group's leader); the readers subscribe at the target.
+    let (status, placement) = create_at_leader(t, t.uri(&name, ""), &ct).await?;
     anyhow::ensure!(status.is_success(), "{}: creating {name} answered {status}", t.label);
+    let mut conn = Conn::to(&placement);
 
     let total = Duration::from_secs_f64(a.connect_timeout + a.duration + a.grace + 5.0);
     let deadline = Instant::now() + total;
