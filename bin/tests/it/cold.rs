@@ -165,6 +165,11 @@ async fn with_s3_down_appends_meet_backpressure_and_nothing_is_lost_once_it_retu
         written.extend_from_slice(&piece);
     }
     assert!(refused, "backpressure while S3 is down");
+    // The refusals under spec/38's names: in all, and in the stream's group (the only one).
+    let m = leader.get("/__ursula/metrics").send().await.expect(200).json();
+    assert!(m["cold_backpressure_events"].as_u64() >= Some(1), "{m}");
+    assert_eq!(m["per_group_cold_backpressure_events"][0], m["cold_backpressure_events"], "{m}");
+    assert!(m["per_group_cold_hot_bytes"][0].as_u64() > Some(0), "{m}");
     let deadline = Instant::now() + PATIENCE;
     while metric(leader, "cold_upload_failures").await == 0 {
         assert!(Instant::now() < deadline, "no failed upload counted");

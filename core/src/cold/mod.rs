@@ -62,6 +62,8 @@ pub struct Cold {
     cache: moka::sync::Cache<(String, u64), Bytes>,
     /// Per group: hot bytes at the last flush tick plus what was appended since.
     hot: Vec<AtomicU64>,
+    /// Per group: writes refused with `COLD_BACKPRESSURE`.
+    backpressured: Vec<AtomicU64>,
     /// Objects seen unreferenced, and since when (on this node's passes).
     unreferenced: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
     pub stats: ColdStats,
@@ -87,11 +89,13 @@ impl Cold {
             .weigher(|k: &(String, u64), v: &Bytes| u32::try_from(k.0.len() + v.len()).unwrap_or(u32::MAX))
             .build();
         let hot = (0..groups).map(|_| AtomicU64::new(0)).collect();
+        let backpressured = (0..groups).map(|_| AtomicU64::new(0)).collect();
         Cold {
             store,
             config,
             cache,
             hot,
+            backpressured,
             unreferenced: Default::default(),
             stats: ColdStats::default(),
             parts: parts::PartsState::default(),
@@ -113,6 +117,9 @@ impl Cold {
         let hot = self.hot.get(group as usize).map_or(0, |h| h.load(Relaxed));
         if max > 0 && hot > max {
             self.stats.backpressure_refusals.fetch_add(1, Relaxed);
+            if let Some(b) = self.backpressured.get(group as usize) {
+                b.fetch_add(1, Relaxed);
+            }
             return true;
         }
         false
@@ -171,8 +178,13 @@ impl Cold {
         m.insert("snapshot_parts_staged_limit".into(), p.limit_refusals.load(Relaxed).into());
         m.insert("snapshot_commits_busy".into(), p.commits_busy.load(Relaxed).into());
         m.insert("snapshot_parts_swept".into(), p.swept.load(Relaxed).into());
-        let hot: u64 = self.hot.iter().map(|h| h.load(Relaxed)).sum();
-        m.insert("hot_bytes".into(), hot.into());
+        let hot: Vec<u64> = self.hot.iter().map(|h| h.load(Relaxed)).collect();
+        m.insert("hot_bytes".into(), hot.iter().sum::<u64>().into());
+        // spec/38's names: per group, indexed by group id.
+        m.insert("per_group_cold_hot_bytes".into(), hot.into());
+        m.insert("cold_backpressure_events".into(), s.backpressure_refusals.load(Relaxed).into());
+        let refused: Vec<u64> = self.backpressured.iter().map(|b| b.load(Relaxed)).collect();
+        m.insert("per_group_cold_backpressure_events".into(), refused.into());
     }
 }
 
