@@ -23,6 +23,9 @@ cleanup() {
 trap cleanup EXIT
 
 scripts/cluster-up.sh "$bin" "$dir/cluster"
+# Made here, not by the front's redirection: the loop below may read it
+# before the background process has opened it.
+: >"$dir/front.log"
 if [ "${FRONT:-proxy}" = gateway ]; then
   # `ursula gateway` follows the leader hints itself: no client sees a 307.
   upstreams=()
