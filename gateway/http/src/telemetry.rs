@@ -73,8 +73,9 @@ impl Op {
         }
     }
 
+    /// Its slot in `RequestStats`: `OPS` lists the kinds in declaration order.
     fn index(self) -> usize {
-        OPS.iter().position(|o| *o == self).unwrap_or(OPS.len() - 1)
+        self as usize
     }
 }
 
@@ -134,7 +135,8 @@ fn trace_context_on() -> bool {
 }
 
 /// The sampled flag of a well-formed W3C `traceparent`
-/// (`00-{32 hex}-{16 hex}-{2 hex flags}`), or `None`.
+/// (`00-{32 hex}-{16 hex}-{2 hex flags}`), or `None`. Checked here rather
+/// than by the SDK's propagator, which takes a trace id of 31 digits.
 fn parent_sampled(headers: &HeaderMap) -> Option<bool> {
     let value = headers.get(TRACEPARENT)?.to_str().ok()?;
     let parts: Vec<&str> = value.trim().split('-').collect();
@@ -323,6 +325,13 @@ mod tests {
         ];
         for (method, path, op) in cases {
             assert_eq!(Op::of(&method, route(path).ok().as_ref()), op, "{method} {path}");
+        }
+    }
+
+    #[test]
+    fn every_kind_has_its_own_slot() {
+        for (i, op) in OPS.iter().enumerate() {
+            assert_eq!(op.index(), i, "{op:?}");
         }
     }
 
