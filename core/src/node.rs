@@ -153,7 +153,7 @@ async fn serve<E: GroupEngine>(
         None => None,
     };
     let flusher = cold.clone().map(|c| tokio::spawn(crate::cold::flush::run(engine.clone(), c, me.node_id)));
-    let backend = Arc::new(NodeBackend::new(engine.clone(), cold.clone()));
+    let backend = Arc::new(NodeBackend::new(engine.clone(), cold.clone(), &config.admission));
     let admin = crate::admin::Admin {
         backend: backend.clone(),
         engine,
@@ -179,7 +179,14 @@ async fn serve<E: GroupEngine>(
     };
     let workers = options.workers;
     let started = start_line(config, &options.cluster_id, me.node_id);
-    let surface = Surface::new(backend, options, Arc::new(PlainFrontDoor { pace: config.body_pace }));
+    let surface = Surface::new(
+        backend,
+        options,
+        Arc::new(PlainFrontDoor {
+            pace: config.body_pace,
+            inflight: Some(ursula_http::inflight::InflightBodies::new(config.admission.inflight_body_bytes)),
+        }),
+    );
     surface.publish_metrics();
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),

@@ -355,6 +355,62 @@ async fn a_write_its_leader_could_not_commit_answers_outcome_unknown_and_its_rep
     assert_eq!(read.text().await.expect("text"), format!("{}{}", record(0), record(1)), "exactly once");
 }
 
+/// spec/38 "Write path": a group's write bytes proposed and not yet
+/// applied stay under `raft.max_uncommitted_size_per_group`. A leader cut
+/// off from its quorum holds one large write outstanding; the next that
+/// would pass the ceiling answers `503 RAFT_UNCOMMITTED_BACKPRESSURE` at
+/// once, proposing nothing, and the bytes are released when the first is
+/// answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_with_too_many_unapplied_bytes_refuses_the_next_write_at_once() {
+    const U: &str = "/faults/uncommitted";
+    let mut cluster = Cluster::new().await;
+    cluster.layout.raft_extra = "max_uncommitted_size_per_group = \"1MiB\"\n".into();
+    let _nodes: Vec<Node> = (0..VOTERS).map(|i| cluster.start(i)).collect();
+    let urls: Vec<String> = cluster.layout.client.iter().map(|p| format!("http://127.0.0.1:{p}")).collect();
+    let policy = || reqwest::redirect::Policy::none();
+    let http = reqwest::Client::builder().no_proxy().redirect(policy()).timeout(PATIENCE).build().expect("client");
+    let leader = land(&http, &urls, U, 0).await;
+    cluster.isolate(leader, true);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let held = {
+        let (http, url) = (http.clone(), urls[leader].clone());
+        tokio::spawn(async move {
+            http.post(format!("{url}{U}")).header("content-type", TEXT).body(vec![b'a'; 700_000]).send().await
+        })
+    };
+    let outstanding = |http: reqwest::Client, url: String| async move {
+        let m = http.get(format!("{url}/__ursula/metrics")).send().await.expect("metrics");
+        let m: serde_json::Value = serde_json::from_slice(&m.bytes().await.expect("body")).expect("JSON");
+        (m["raft_uncommitted_bytes"].as_u64(), m["raft_uncommitted_backpressure_events"].as_u64())
+    };
+    let deadline = Instant::now() + PATIENCE;
+    while outstanding(http.clone(), urls[leader].clone()).await.0 < Some(700_000) {
+        assert!(Instant::now() < deadline, "the cut-off leader never held the write");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let refused = http.post(format!("{}{U}", urls[leader])).header("content-type", TEXT).body(vec![b'b'; 400_000]);
+    let refused = refused.send().await.expect("an answer");
+    assert_eq!(refused.status(), 503);
+    assert!(refused.headers().get("retry-after").is_some());
+    let body: serde_json::Value = serde_json::from_slice(&refused.bytes().await.expect("body")).expect("JSON");
+    assert_eq!(body["error"]["code"], "RAFT_UNCOMMITTED_BACKPRESSURE", "{body}");
+    assert_eq!(outstanding(http.clone(), urls[leader].clone()).await.1, Some(1));
+    // Healed, the held write is answered one way or the other, and its bytes go.
+    cluster.isolate(leader, false);
+    let _ = held.await.expect("the held writer");
+    let deadline = Instant::now() + PATIENCE;
+    while outstanding(http.clone(), urls[leader].clone()).await.0 != Some(0) {
+        assert!(Instant::now() < deadline, "the held write's bytes were never released");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The refused body never reached any log: the stream holds the first
+    // record and, at most, the held write.
+    let read = client().get(format!("{}{U}?offset=-1&consistency=leader", urls[leader])).send().await.expect("read");
+    let text = read.text().await.expect("text");
+    assert!(!text.contains('b'), "the refused write applied");
+}
+
 /// spec/21: a follower behind an acknowledged append confirms its tail
 /// through the leader instead of answering `416` for a cursor the leader
 /// handed out, or marking a stale tail `Stream-Up-To-Date`.

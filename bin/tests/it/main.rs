@@ -140,3 +140,6 @@ mod snapshot_store;
 
 // Observability (spec/37): OTLP traces across gateway, follower and leader; metrics; nothing without the variables.
 mod telemetry;
+
+// Admission backpressure: the inflight body budget, the live-read cap, the log pressure gate.
+mod backpressure;

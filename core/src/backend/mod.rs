@@ -9,6 +9,7 @@
 //! - `ops`: `Operations`, metrics and readiness.
 //! - `housekeeping`: the sweep of expired streams.
 
+mod admission;
 mod housekeeping;
 mod ops;
 mod parts;
@@ -40,6 +41,7 @@ pub struct NodeBackend<E> {
     live_readers: Arc<AtomicU64>,
     /// Appends and reads served, whichever plane they came by.
     served: Arc<Served>,
+    admission: Arc<admission::Admission>,
 }
 
 /// `appends_accepted` and `reads` of `/__ursula/metrics`.
@@ -56,6 +58,7 @@ impl<E> Clone for NodeBackend<E> {
             cold: self.cold.clone(),
             live_readers: self.live_readers.clone(),
             served: self.served.clone(),
+            admission: self.admission.clone(),
         }
     }
 }
@@ -77,19 +80,24 @@ impl Drop for Waiting {
 }
 
 impl<E: GroupEngine> NodeBackend<E> {
-    pub fn new(engine: Arc<E>, cold: Option<Arc<Cold>>) -> NodeBackend<E> {
-        NodeBackend { engine, cold, live_readers: Arc::default(), served: Arc::default() }
+    pub fn new(engine: Arc<E>, cold: Option<Arc<Cold>>, limits: &crate::config::Admission) -> NodeBackend<E> {
+        let admission = admission::Admission::new(engine.group_count(), limits);
+        NodeBackend { engine, cold, live_readers: Arc::default(), served: Arc::default(), admission }
     }
 
-    /// Refuses a write to a group whose hot ring is over its ceiling
-    /// (`503 COLD_BACKPRESSURE`) before anything is proposed.
-    fn admit_write(&self, group: GroupId, bytes: usize) -> Result<(), BackendError> {
-        let Some(cold) = &self.cold else { return Ok(()) };
+    /// Refuses a write before anything is proposed when its group's
+    /// proposed bytes would pass their ceiling (`503
+    /// RAFT_UNCOMMITTED_BACKPRESSURE`) or its hot ring is over its own
+    /// (`503 COLD_BACKPRESSURE`); the guard counts the write's bytes as
+    /// outstanding until it is dropped, after the proposal answered.
+    fn admit_write(&self, group: GroupId, bytes: usize) -> Result<admission::Uncommitted, BackendError> {
+        let outstanding = self.admission.propose(group, bytes as u64)?;
+        let Some(cold) = &self.cold else { return Ok(outstanding) };
         if bytes > 0 && cold.backpressure(group.0) {
             return Err(BackendError::Unavailable { reason: Unavailable::ColdBackpressure, retry_after_secs: 1 });
         }
         cold.appended(group.0, bytes as u64);
-        Ok(())
+        Ok(outstanding)
     }
 
     pub(crate) async fn publish(&self, group: GroupId, cmd: PublishSnapshot) -> Result<SnapshotOk, BackendError> {
@@ -230,6 +238,9 @@ pub(crate) fn internal(e: EngineError) -> BackendError {
         EngineError::DiskPressure => {
             BackendError::Unavailable { reason: Unavailable::WalDiskPressure, retry_after_secs: 5 }
         }
+        EngineError::LogPressure => {
+            BackendError::Unavailable { reason: Unavailable::RaftLogPressure, retry_after_secs: 5 }
+        }
         EngineError::OutcomeUnknown(_) => BackendError::OutcomeUnknown { retry_after_secs: 1 },
         e @ (EngineError::UnknownGroup(_) | EngineError::Fatal(_)) => BackendError::Internal(e.to_string()),
     }
@@ -251,7 +262,7 @@ impl<E: GroupEngine> Streams for NodeBackend<E> {
     #[tracing::instrument(name = "core.create", level = "debug", skip_all)]
     async fn create(&self, cmd: CreateStream) -> Result<CreateOk, BackendError> {
         let group = self.group(&cmd.key);
-        self.admit_write(group, cmd.body.len())?;
+        let _outstanding = self.admit_write(group, cmd.body.len())?;
         match self.propose_in(group, Command::Create(cmd)).await? {
             Outcome::Create(result) => result.map_err(BackendError::Rejected),
             other => Err(unexpected(&other)),
@@ -262,11 +273,12 @@ impl<E: GroupEngine> Streams for NodeBackend<E> {
     async fn append(&self, cmd: AppendStream) -> Result<AppendOk, BackendError> {
         let group = self.group(&cmd.key);
         let key = cmd.key.clone();
-        self.admit_write(group, cmd.body.len())?;
+        let outstanding = self.admit_write(group, cmd.body.len())?;
         let appended = match self.propose_in(group, Command::Append(cmd)).await? {
             Outcome::Append(result) => result.map_err(|r| self.refused(&key, r)),
             other => Err(unexpected(&other)),
         };
+        drop(outstanding);
         let appended = self.settled(&key, appended).await?;
         self.served.appends.fetch_add(1, Ordering::Relaxed);
         Ok(appended)
@@ -370,6 +382,7 @@ impl<E: GroupEngine> Streams for NodeBackend<E> {
 
     async fn wait(&self, req: WaitStream) -> Result<WaitOutcome, BackendError> {
         let WaitStream { key, incarnation, offset, timeout } = req;
+        self.admission.live_read(self.live_readers())?;
         let _waiting = Waiting::new(&self.live_readers);
         let group = group_of(&key, self.engine.group_count());
         match self.engine.wait(group, &key, incarnation, offset, timeout).await.map_err(internal)? {

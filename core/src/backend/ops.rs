@@ -34,6 +34,7 @@ impl<E: GroupEngine> Operations for NodeBackend<E> {
         m.count("reads", self.served.reads.load(std::sync::atomic::Ordering::Relaxed));
         m.count("raft_apply_ns", apply_ns);
         m.count("live_readers", self.live_readers());
+        self.admission.metrics(&mut m);
         m.text("process_incarnation", crate::process::process_incarnation());
         m
     }

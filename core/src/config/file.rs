@@ -121,6 +121,8 @@ pub struct ServerSection {
     pub body_stall_timeout: Option<String>,
     /// The slowest request body rate taken over one stall window (`1024`).
     pub body_min_bytes_per_sec: Option<u64>,
+    /// Write body bytes the node holds at once (`256MiB`).
+    pub http_inflight_body_size: Option<ByteSize>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -135,6 +137,8 @@ pub struct ProtocolSection {
 pub struct RuntimeSection {
     /// Worker threads; defaults to the available parallelism.
     pub core_count: Option<usize>,
+    /// Live-read waiters per core (`65536`; `0`: no limit).
+    pub live_read_max_waiters_per_core: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -143,6 +147,8 @@ pub struct RaftSection {
     pub node_id: Option<u64>,
     pub group_count: Option<u32>,
     pub snapshot_log_budget: Option<ByteSize>,
+    /// A group's proposed, unapplied write bytes (`64MiB`).
+    pub max_uncommitted_size_per_group: Option<ByteSize>,
     pub snapshot_backstop_logs: Option<u64>,
     pub init_membership_per_group: Option<bool>,
     pub install_snapshot_timeout: Option<String>,

@@ -49,6 +49,27 @@ pub struct NodeConfig {
     pub engine: EngineConfig,
     /// `[storage.cold]`; `None` without a cold backend.
     pub cold: Option<crate::cold::ColdConfig>,
+    pub admission: Admission,
+}
+
+/// The node's admission limits (spec/07): what a write or a live read is
+/// refused with `503` for, instead of the node holding more memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admission {
+    /// `server.http_inflight_body_size`: write body bytes held at once.
+    pub inflight_body_bytes: u64,
+    /// `raft.max_uncommitted_size_per_group`: a group's proposed, unapplied write bytes.
+    pub uncommitted_bytes_per_group: u64,
+    /// `runtime.live_read_max_waiters_per_core` times the core count; `None`: no limit.
+    pub live_read_waiters: Option<u64>,
+}
+
+impl Admission {
+    pub const DEFAULT_INFLIGHT_BODY_BYTES: u64 = 256 * ByteSize::MIB;
+    pub const DEFAULT_UNCOMMITTED_BYTES_PER_GROUP: u64 = 64 * ByteSize::MIB;
+    pub const DEFAULT_LIVE_READ_WAITERS_PER_CORE: u64 = 65_536;
+    /// A node with a cold backend copies snapshot commits within its body budget.
+    pub const MIN_INFLIGHT_BODY_BYTES_WITH_COLD: u64 = 64 * ByteSize::MIB;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -243,6 +264,7 @@ pub fn resolve(file: FileConfig, preset: Option<Preset>, cli: &CliOverrides) -> 
             expected: "ndjson or array",
         })?,
     };
+    let inflight_body_size = file.server.http_inflight_body_size;
     let cluster_id = match file.server.cluster_id {
         Some(id) if !valid_cluster_id(&id) => {
             return Err(ConfigError::Value {
@@ -262,6 +284,7 @@ pub fn resolve(file: FileConfig, preset: Option<Preset>, cli: &CliOverrides) -> 
     };
     let storage = file.storage;
     let cold = cold::resolve(storage.cold)?;
+    let admission = admission(inflight_body_size, &file.runtime, &file.raft, core_count, cold.is_some())?;
     let raft = file.raft;
     let group_count = match raft.group_count {
         Some(n) if n == 0 || n > MAX_GROUP_COUNT => {
@@ -302,7 +325,33 @@ pub fn resolve(file: FileConfig, preset: Option<Preset>, cli: &CliOverrides) -> 
         core_count,
         engine,
         cold,
+        admission,
     })
+}
+
+fn admission(
+    inflight_body_size: Option<ByteSize>,
+    runtime: &file::RuntimeSection,
+    raft: &file::RaftSection,
+    core_count: usize,
+    cold: bool,
+) -> Result<Admission, ConfigError> {
+    let inflight_body_bytes = inflight_body_size.map_or(Admission::DEFAULT_INFLIGHT_BODY_BYTES, |s| s.0);
+    if cold && inflight_body_bytes < Admission::MIN_INFLIGHT_BODY_BYTES_WITH_COLD {
+        let message = format!(
+            "InflightBodyBudgetTooSmall: a node with a cold backend needs at least 64MiB, not {inflight_body_bytes} bytes"
+        );
+        return Err(ConfigError::Refused { key: "server.http_inflight_body_size", message });
+    }
+    let uncommitted_bytes_per_group =
+        raft.max_uncommitted_size_per_group.map_or(Admission::DEFAULT_UNCOMMITTED_BYTES_PER_GROUP, |s| s.0);
+    if uncommitted_bytes_per_group == 0 {
+        let message = "must be more than 0".to_string();
+        return Err(ConfigError::Refused { key: "raft.max_uncommitted_size_per_group", message });
+    }
+    let per_core = runtime.live_read_max_waiters_per_core.unwrap_or(Admission::DEFAULT_LIVE_READ_WAITERS_PER_CORE);
+    let live_read_waiters = (per_core > 0).then(|| per_core.saturating_mul(core_count as u64));
+    Ok(Admission { inflight_body_bytes, uncommitted_bytes_per_group, live_read_waiters })
 }
 
 /// The startup refusals of a node with peers (spec/07, `raft.peers`).

@@ -35,13 +35,14 @@ impl Preset {
         matches!(self, Preset::Default | Preset::Dev)
     }
 
-    /// The preset's layer: the group count of each size (every other key
-    /// keeps its documented default).
+    /// The preset's layer: the group count of each size, and the smaller
+    /// body budget of `tiny` and `small` (every other key keeps its
+    /// documented default).
     pub fn layer(self) -> &'static str {
         match self {
             Preset::Default | Preset::Dev => "",
-            Preset::Tiny => "[raft]\ngroup_count = 64\n",
-            Preset::Small => "[raft]\ngroup_count = 128\n",
+            Preset::Tiny => "[server]\nhttp_inflight_body_size = \"64MiB\"\n[raft]\ngroup_count = 64\n",
+            Preset::Small => "[server]\nhttp_inflight_body_size = \"64MiB\"\n[raft]\ngroup_count = 128\n",
             Preset::Standard => "[raft]\ngroup_count = 256\n",
             Preset::Large => "[raft]\ngroup_count = 512\n",
         }

@@ -178,3 +178,33 @@ fn connection_timeouts_have_defaults_take_durations_and_refuse_zero() {
     let bad = cfg(Some(Preset::Dev), "[server]\nbody_stall_timeout = \"soon\"\n", &CliOverrides::default());
     assert!(bad.is_err_and(|e| e.contains("server.body_stall_timeout")));
 }
+
+#[test]
+fn admission_limits_have_the_spec_defaults_and_the_presets_budget() {
+    let none = CliOverrides::default();
+    let c = cfg(Some(Preset::Standard), "[runtime]\ncore_count = 3\n", &none).expect("valid");
+    assert_eq!(c.admission.inflight_body_bytes, 256 << 20);
+    assert_eq!(c.admission.uncommitted_bytes_per_group, 64 << 20);
+    assert_eq!(c.admission.live_read_waiters, Some(3 * 65_536), "per core");
+    for preset in [Preset::Tiny, Preset::Small] {
+        assert_eq!(cfg(Some(preset), "", &none).expect("valid").admission.inflight_body_bytes, 64 << 20);
+    }
+    let text = "[server]\nhttp_inflight_body_size = \"8MiB\"\n[runtime]\nlive_read_max_waiters_per_core = 0\n\
+                [raft]\nmax_uncommitted_size_per_group = \"2MiB\"\n";
+    let c = cfg(Some(Preset::Dev), text, &none).expect("valid");
+    assert_eq!(c.admission.inflight_body_bytes, 8 << 20);
+    assert_eq!(c.admission.uncommitted_bytes_per_group, 2 << 20);
+    assert_eq!(c.admission.live_read_waiters, None, "0 lifts the cap");
+    let zero = cfg(Some(Preset::Dev), "[raft]\nmax_uncommitted_size_per_group = \"0B\"\n", &none);
+    assert!(zero.expect_err("refused").contains("raft.max_uncommitted_size_per_group"));
+}
+
+#[test]
+fn a_cold_node_needs_64_mib_of_inflight_body_budget() {
+    let cold = "[storage.cold]\nbackend = \"s3\"\nroot = \"prod\"\n[storage.cold.s3]\nbucket = \"b\"\n";
+    let small = format!("[server]\nhttp_inflight_body_size = \"32MiB\"\n{cold}");
+    let refused = cfg(Some(Preset::Dev), &small, &CliOverrides::default()).expect_err("refused");
+    assert!(refused.contains("InflightBodyBudgetTooSmall"), "{refused}");
+    let enough = format!("[server]\nhttp_inflight_body_size = \"64MiB\"\n{cold}");
+    assert!(cfg(Some(Preset::Dev), &enough, &CliOverrides::default()).is_ok());
+}

@@ -27,6 +27,9 @@ pub enum EngineError {
     /// The WAL's filesystem is short of space; nothing was applied.
     #[error("the WAL filesystem is below raft.wal.min_available_size")]
     DiskPressure,
+    /// The node's Raft log is over twice `raft.snapshot_log_budget`; nothing was applied.
+    #[error("the Raft log is over twice raft.snapshot_log_budget")]
+    LogPressure,
     /// The write was proposed, then the leadership was lost or the commit
     /// was not seen in time: it may have applied.
     #[error("group {0:?} lost the leadership after a proposal")]

@@ -320,6 +320,7 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
         objects,
         shed,
         transfers: Default::default(),
+        log_pressure: super::log_pressure::LogPressure::new(raft.snapshot_log_budget, clustered),
     });
     if node_slot(&recovered, SLOT_MAINTENANCE).is_some_and(|v| v.first() == Some(&1)) {
         engine.restore_maintenance(true);
@@ -327,6 +328,7 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
     let mut drivers = vec![
         tokio::spawn(driver::snapshots(engine.clone(), raft.snapshot_log_budget, raft.snapshot_drive_interval)),
         tokio::spawn(driver::disk(engine.guard.clone(), dir.clone())),
+        tokio::spawn(driver::log_pressure(engine.clone())),
     ];
     if clustered && raft.balance.enabled {
         drivers.push(tokio::spawn(driver::balance(engine.clone(), raft.balance)));

@@ -62,6 +62,19 @@ pub async fn snapshot_gc(objects: Arc<SnapshotStore>, groups: u32, every: Durati
     }
 }
 
+/// How often the node's log bytes are summed for the log pressure gate.
+const LOG_PRESSURE_TICK: Duration = Duration::from_millis(200);
+
+/// Measures the node's unsnapshotted log for the `RAFT_LOG_PRESSURE` gate.
+pub async fn log_pressure(engine: Arc<RaftEngine>) {
+    let mut tick = tokio::time::interval(LOG_PRESSURE_TICK);
+    loop {
+        tick.tick().await;
+        let bytes = engine.groups().iter().map(|g| g.log.bytes_since_purge()).sum();
+        engine.log_pressure.observe(bytes);
+    }
+}
+
 pub async fn disk(guard: Arc<DiskGuard>, dir: PathBuf) {
     if !guard.enabled() {
         return;

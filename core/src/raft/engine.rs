@@ -51,6 +51,7 @@ pub struct RaftEngine {
     /// Raft snapshots on S3; `None`: inline.
     pub(super) objects: Option<Arc<super::snapshot_store::SnapshotStore>>,
     pub(super) shed: Arc<super::leadership::Shed>,
+    pub(super) log_pressure: super::log_pressure::LogPressure,
     pub(super) transfers: super::leadership::TransferStats,
 }
 
@@ -66,6 +67,17 @@ impl RaftEngine {
     /// Every group knows a leader (this node or a peer).
     fn all_led(&self) -> bool {
         self.groups.iter().all(|g| g.raft.metrics().borrow_watched().current_leader.is_some())
+    }
+}
+
+/// A write whose body the log pressure gate refuses (spec/38): snapshots,
+/// deletes and housekeeping still go through, so the log can shrink.
+fn carries_body(command: &Command) -> bool {
+    match command {
+        Command::Create(c) => !c.body.is_empty(),
+        Command::Append(a) => !a.body.is_empty(),
+        Command::PublishSnapshot(_) => true,
+        _ => false,
     }
 }
 
@@ -91,6 +103,9 @@ impl GroupEngine for RaftEngine {
         let g = self.group(group)?;
         if self.guard.under_pressure() {
             return Err(EngineError::DiskPressure);
+        }
+        if carries_body(&command) && self.log_pressure.refuse_write() {
+            return Err(EngineError::LogPressure);
         }
         // Checked right before proposing, so that `NoLeader` means nothing
         // was proposed (extensions §5.7).
@@ -162,6 +177,7 @@ impl GroupEngine for RaftEngine {
         m.insert("wal_min_available_bytes".into(), self.guard.min_available().into());
         m.insert("wal_disk_pressure".into(), self.guard.under_pressure().into());
         self.refusals.metrics(&mut m);
+        self.log_pressure.metrics(&mut m);
         m.insert("snapshot_backend".into(), if self.objects.is_some() { "s3" } else { "inline" }.into());
         if let Some(objects) = &self.objects {
             objects.metrics(&mut m);

@@ -33,6 +33,7 @@ mod engine;
 mod grpc_client;
 mod grpc_server;
 mod leadership;
+mod log_pressure;
 mod log_store;
 #[cfg(test)]
 mod log_store_suite;

@@ -76,6 +76,11 @@ pub enum ErrorCode {
     NoUpstream,
     UpstreamUnreachable,
     WalDiskPressure,
+    IngressBodyBytesLimitReached,
+    RaftUncommittedBackpressure,
+    LiveReadBackpressure,
+    RaftLogPressure,
+    ApplyStopped,
 }
 
 impl ErrorCode {
@@ -151,6 +156,11 @@ impl ErrorCode {
         ErrorCode::NoUpstream,
         ErrorCode::UpstreamUnreachable,
         ErrorCode::WalDiskPressure,
+        ErrorCode::IngressBodyBytesLimitReached,
+        ErrorCode::RaftUncommittedBackpressure,
+        ErrorCode::LiveReadBackpressure,
+        ErrorCode::RaftLogPressure,
+        ErrorCode::ApplyStopped,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -225,6 +235,11 @@ impl ErrorCode {
             ErrorCode::NoUpstream => "NO_UPSTREAM",
             ErrorCode::UpstreamUnreachable => "UPSTREAM_UNREACHABLE",
             ErrorCode::WalDiskPressure => "WAL_DISK_PRESSURE",
+            ErrorCode::IngressBodyBytesLimitReached => "INGRESS_BODY_BYTES_LIMIT_REACHED",
+            ErrorCode::RaftUncommittedBackpressure => "RAFT_UNCOMMITTED_BACKPRESSURE",
+            ErrorCode::LiveReadBackpressure => "LIVE_READ_BACKPRESSURE",
+            ErrorCode::RaftLogPressure => "RAFT_LOG_PRESSURE",
+            ErrorCode::ApplyStopped => "APPLY_STOPPED",
         }
     }
 }

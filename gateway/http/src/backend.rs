@@ -105,6 +105,16 @@ pub enum Unavailable {
     WalDiskPressure,
     /// The group's hot bytes are above `storage.cold.max_hot_size_per_group`.
     ColdBackpressure,
+    /// The write bodies in flight leave too little of `server.http_inflight_body_size`.
+    IngressBodyBytes,
+    /// The group's proposed, unapplied bytes would exceed `raft.max_uncommitted_size_per_group`.
+    RaftUncommitted,
+    /// The node's live-read waiters are at `runtime.live_read_max_waiters_per_core`.
+    LiveReads,
+    /// The node's unsnapshotted Raft log is over twice `raft.snapshot_log_budget`.
+    RaftLogPressure,
+    /// A committed command failed to apply and stopped the group on this replica.
+    ApplyStopped,
 }
 
 impl From<Rejection> for BackendError {

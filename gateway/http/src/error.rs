@@ -306,6 +306,25 @@ impl ApiError {
                         ErrorCode::ColdBackpressure,
                         "the group's hot bytes are above their ceiling until the cold flush catches up",
                     ),
+                    Unavailable::IngressBodyBytes => (
+                        ErrorCode::IngressBodyBytesLimitReached,
+                        "the write bodies in flight on the node leave too little room for this one",
+                    ),
+                    Unavailable::RaftUncommitted => (
+                        ErrorCode::RaftUncommittedBackpressure,
+                        "the group's proposed, unapplied bytes would exceed their ceiling",
+                    ),
+                    Unavailable::LiveReads => {
+                        (ErrorCode::LiveReadBackpressure, "the node holds as many live reads as it may")
+                    }
+                    Unavailable::RaftLogPressure => (
+                        ErrorCode::RaftLogPressure,
+                        "the node's Raft log awaits snapshots; writes resume once they shrink it",
+                    ),
+                    Unavailable::ApplyStopped => (
+                        ErrorCode::ApplyStopped,
+                        "a committed command failed to apply and stopped the stream's group on this node",
+                    ),
                 };
                 ErrorAnswer::new(S::SERVICE_UNAVAILABLE, code, message).header("retry-after", retry_after_secs)
             }

@@ -163,9 +163,11 @@ impl PacedReader {
     }
 }
 
-/// A front door that adds nothing but the slow-body rule: a node's.
+/// A node's front door: the slow-body rule and, when set, the node's
+/// in-flight body budget (`server.http_inflight_body_size`).
 pub struct PlainFrontDoor {
     pub pace: BodyPace,
+    pub inflight: Option<std::sync::Arc<crate::inflight::InflightBodies>>,
 }
 
 impl FrontDoor for PlainFrontDoor {
@@ -176,24 +178,48 @@ impl FrontDoor for PlainFrontDoor {
     fn read_body(
         &self,
         body: RequestBody,
-        _declared: Option<u64>,
+        declared: Option<u64>,
         limit: u64,
     ) -> BoxFuture<'_, Result<Upload, ApiError>> {
-        Box::pin(read_whole_body(body, limit, self.pace))
+        let Some(inflight) = &self.inflight else { return Box::pin(read_whole_body(body, limit, self.pace)) };
+        let pace = self.pace;
+        let share = inflight.reserve(declared.unwrap_or(0));
+        Box::pin(async move {
+            let mut share = share?;
+            let bytes = read_body_bytes(body, limit, pace, |total| share.grow_to(total)).await?;
+            Ok(Upload::holding(bytes, share))
+        })
     }
 
     fn answered<'a>(&'a self, _request: Answered<'a>, answer: Answer) -> BoxFuture<'a, Answer> {
         Box::pin(std::future::ready(answer))
     }
 
-    fn metrics(&self, _metrics: &mut Metrics) {}
+    fn metrics(&self, metrics: &mut Metrics) {
+        if let Some(inflight) = &self.inflight {
+            metrics.count("ingress_body_bytes_inflight", inflight.held());
+            metrics.count("ingress_body_bytes_limit", inflight.capacity());
+            metrics.count("ingress_body_bytes_refusals", inflight.refusals());
+        }
+    }
 }
 
 /// Bodies up to this size are copied into their own allocation.
 const COPY_BODIES_UP_TO: usize = 1024 * 1024;
 
 /// Reads a whole body of at most `limit` bytes at `pace`, with no budget.
-pub async fn read_whole_body(mut body: RequestBody, limit: u64, pace: BodyPace) -> Result<Upload, ApiError> {
+pub async fn read_whole_body(body: RequestBody, limit: u64, pace: BodyPace) -> Result<Upload, ApiError> {
+    Ok(Upload::new(read_body_bytes(body, limit, pace, |_| Ok(())).await?))
+}
+
+/// Reads a whole body of at most `limit` bytes at `pace`; `charge` is told
+/// the bytes read so far after each frame and may refuse the body.
+async fn read_body_bytes(
+    mut body: RequestBody,
+    limit: u64,
+    pace: BodyPace,
+    mut charge: impl FnMut(u64) -> Result<(), ApiError>,
+) -> Result<Bytes, ApiError> {
     let mut parts: Vec<Bytes> = Vec::new();
     let mut total = 0u64;
     let mut reader = pace.reader();
@@ -202,6 +228,7 @@ pub async fn read_whole_body(mut body: RequestBody, limit: u64, pace: BodyPace) 
         if total > limit {
             return Err(ApiError::RequestTooLarge { limit });
         }
+        charge(total)?;
         parts.push(data);
     }
     let bytes = match <[Bytes; 1]>::try_from(parts) {
@@ -211,7 +238,7 @@ pub async fn read_whole_body(mut body: RequestBody, limit: u64, pace: BodyPace) 
         Ok([one]) => Bytes::copy_from_slice(&one),
         Err(parts) => parts.concat().into(),
     };
-    Ok(Upload::new(bytes))
+    Ok(bytes)
 }
 
 /// How long a refused body may take to drain, and how long it may pause.

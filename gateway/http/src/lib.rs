@@ -27,6 +27,7 @@ pub mod error;
 pub mod front;
 pub mod handlers;
 pub mod headers;
+pub mod inflight;
 pub mod limits;
 pub mod names;
 pub mod ops;

@@ -81,18 +81,10 @@ pub fn failure(group: u32, e: &BackendError) -> pb::Failure {
         BackendError::Unavailable { reason: Unavailable::NoLeader, retry_after_secs } => {
             Kind::NoLeader(pb::NoLeader { group, retry_after_secs: *retry_after_secs })
         }
-        BackendError::Unavailable { reason: Unavailable::WalDiskPressure, retry_after_secs } => {
-            Kind::Unavailable(pb::Unavailable {
-                reason: pb::unavailable::Reason::WalDiskPressure as i32,
-                retry_after_secs: *retry_after_secs,
-            })
-        }
-        BackendError::Unavailable { reason: Unavailable::ColdBackpressure, retry_after_secs } => {
-            Kind::Unavailable(pb::Unavailable {
-                reason: pb::unavailable::Reason::ColdBackpressure as i32,
-                retry_after_secs: *retry_after_secs,
-            })
-        }
+        BackendError::Unavailable { reason, retry_after_secs } => Kind::Unavailable(pb::Unavailable {
+            reason: unavailable_reason(*reason) as i32,
+            retry_after_secs: *retry_after_secs,
+        }),
         BackendError::ColdStoreFailed(message) => {
             Kind::ColdStoreFailed(pb::ColdStoreFailed { message: message.clone() })
         }
@@ -107,6 +99,35 @@ pub fn failure(group: u32, e: &BackendError) -> pb::Failure {
         // A gateway's own failure; a node never answers it, and a gateway
         // that relayed it would be a fault.
         BackendError::Upstream(u) => Kind::Internal(pb::Internal { message: format!("an upstream failure {u:?}") }),
+    })
+}
+
+/// The wire's reason for an unavailability; `NoLeader` travels as its own kind.
+fn unavailable_reason(reason: Unavailable) -> pb::unavailable::Reason {
+    use pb::unavailable::Reason;
+    match reason {
+        Unavailable::NoLeader => Reason::Unspecified,
+        Unavailable::WalDiskPressure => Reason::WalDiskPressure,
+        Unavailable::ColdBackpressure => Reason::ColdBackpressure,
+        Unavailable::IngressBodyBytes => Reason::IngressBodyBytesLimitReached,
+        Unavailable::RaftUncommitted => Reason::RaftUncommittedBackpressure,
+        Unavailable::LiveReads => Reason::LiveReadBackpressure,
+        Unavailable::RaftLogPressure => Reason::RaftLogPressure,
+        Unavailable::ApplyStopped => Reason::ApplyStopped,
+    }
+}
+
+fn unavailable_of(reason: pb::unavailable::Reason) -> Option<Unavailable> {
+    use pb::unavailable::Reason;
+    Some(match reason {
+        Reason::Unspecified => return None,
+        Reason::WalDiskPressure => Unavailable::WalDiskPressure,
+        Reason::ColdBackpressure => Unavailable::ColdBackpressure,
+        Reason::IngressBodyBytesLimitReached => Unavailable::IngressBodyBytes,
+        Reason::RaftUncommittedBackpressure => Unavailable::RaftUncommitted,
+        Reason::LiveReadBackpressure => Unavailable::LiveReads,
+        Reason::RaftLogPressure => Unavailable::RaftLogPressure,
+        Reason::ApplyStopped => Unavailable::ApplyStopped,
     })
 }
 
@@ -142,14 +163,9 @@ pub fn refused(f: pb::Failure) -> Refused {
             }),
         },
         Some(Kind::NoLeader(n)) => unavailable(Unavailable::NoLeader, n.retry_after_secs),
-        Some(Kind::Unavailable(u)) => match pb::unavailable::Reason::try_from(u.reason) {
-            Ok(pb::unavailable::Reason::ColdBackpressure) => {
-                unavailable(Unavailable::ColdBackpressure, u.retry_after_secs)
-            }
-            Ok(pb::unavailable::Reason::WalDiskPressure) => {
-                unavailable(Unavailable::WalDiskPressure, u.retry_after_secs)
-            }
-            Ok(pb::unavailable::Reason::Unspecified) | Err(_) => {
+        Some(Kind::Unavailable(u)) => match pb::unavailable::Reason::try_from(u.reason).ok().and_then(unavailable_of) {
+            Some(reason) => unavailable(reason, u.retry_after_secs),
+            None => {
                 Refused::Backend(BackendError::Internal(format!("an unavailability of no known reason ({})", u.reason)))
             }
         },
@@ -187,6 +203,11 @@ mod tests {
             BackendError::Unavailable { reason: Unavailable::NoLeader, retry_after_secs: 1 },
             BackendError::Unavailable { reason: Unavailable::WalDiskPressure, retry_after_secs: 5 },
             BackendError::Unavailable { reason: Unavailable::ColdBackpressure, retry_after_secs: 1 },
+            BackendError::Unavailable { reason: Unavailable::IngressBodyBytes, retry_after_secs: 1 },
+            BackendError::Unavailable { reason: Unavailable::RaftUncommitted, retry_after_secs: 1 },
+            BackendError::Unavailable { reason: Unavailable::LiveReads, retry_after_secs: 1 },
+            BackendError::Unavailable { reason: Unavailable::RaftLogPressure, retry_after_secs: 5 },
+            BackendError::Unavailable { reason: Unavailable::ApplyStopped, retry_after_secs: 5 },
             BackendError::OutcomeUnknown { retry_after_secs: 1 },
             BackendError::NoColdStore,
             BackendError::Parts(PartsRefusal::UnknownPart),
@@ -203,7 +224,7 @@ mod tests {
             BackendError::Internal("disk on fire".into()),
         ];
         let kinds: std::collections::BTreeSet<&str> = errors.iter().map(kind_of).collect();
-        assert_eq!(kinds.len(), 14, "every kind is listed: {kinds:?}");
+        assert_eq!(kinds.len(), 19, "every kind is listed: {kinds:?}");
         errors
     }
 
@@ -213,6 +234,11 @@ mod tests {
             BackendError::Unavailable { reason: Unavailable::NoLeader, .. } => "no leader",
             BackendError::Unavailable { reason: Unavailable::WalDiskPressure, .. } => "wal",
             BackendError::Unavailable { reason: Unavailable::ColdBackpressure, .. } => "cold backpressure",
+            BackendError::Unavailable { reason: Unavailable::IngressBodyBytes, .. } => "ingress",
+            BackendError::Unavailable { reason: Unavailable::RaftUncommitted, .. } => "uncommitted",
+            BackendError::Unavailable { reason: Unavailable::LiveReads, .. } => "live reads",
+            BackendError::Unavailable { reason: Unavailable::RaftLogPressure, .. } => "log pressure",
+            BackendError::Unavailable { reason: Unavailable::ApplyStopped, .. } => "apply stopped",
             BackendError::OutcomeUnknown { .. } => "outcome unknown",
             BackendError::NoColdStore => "no cold store",
             BackendError::Parts(PartsRefusal::UnknownPart) => "unknown part",
