@@ -164,7 +164,9 @@ async fn serve<E: GroupEngine>(
     let admin = start_admin(config, admin).await;
     let address = listener.local_addr()?;
     let client_url = me.client_url.unwrap_or_else(|| format!("http://{address}"));
-    let streams = StreamPlane::new(backend.clone(), cluster_id.clone(), me.node_id, client_url).service();
+    let inflight = ursula_http::inflight::InflightBodies::new(config.admission.inflight_body_bytes);
+    let streams =
+        StreamPlane::new(backend.clone(), cluster_id.clone(), me.node_id, client_url, inflight.clone()).service();
     let routes = match me.raft_routes {
         Some(raft) => raft.add_service(streams),
         None => Routes::new(streams),
@@ -179,14 +181,8 @@ async fn serve<E: GroupEngine>(
     };
     let workers = options.workers;
     let started = start_line(config, &options.cluster_id, me.node_id);
-    let surface = Surface::new(
-        backend,
-        options,
-        Arc::new(PlainFrontDoor {
-            pace: config.body_pace,
-            inflight: Some(ursula_http::inflight::InflightBodies::new(config.admission.inflight_body_bytes)),
-        }),
-    );
+    let surface =
+        Surface::new(backend, options, Arc::new(PlainFrontDoor { pace: config.body_pace, inflight: Some(inflight) }));
     surface.publish_metrics();
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),

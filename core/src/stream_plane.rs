@@ -26,6 +26,7 @@ use ursula_stream::{
 
 use crate::backend::NodeBackend;
 use crate::engine::{GroupEngine, Leadership};
+use ursula_http::inflight::InflightBodies;
 use ursula_stream::routing::{GroupId, group_of};
 
 pub struct StreamPlane<E> {
@@ -34,13 +35,21 @@ pub struct StreamPlane<E> {
     node_id: u64,
     /// This node's own client plane, named when it leads a group.
     client_url: String,
+    /// The node's write body budget, shared with its client plane.
+    inflight: Arc<InflightBodies>,
 }
 
 type Answer<T> = Result<T, pb::Failure>;
 
 impl<E: GroupEngine> StreamPlane<E> {
-    pub fn new(backend: Arc<NodeBackend<E>>, cluster_id: String, node_id: u64, client_url: String) -> Self {
-        StreamPlane { backend, cluster_id, node_id, client_url }
+    pub fn new(
+        backend: Arc<NodeBackend<E>>,
+        cluster_id: String,
+        node_id: u64,
+        client_url: String,
+        inflight: Arc<InflightBodies>,
+    ) -> Self {
+        StreamPlane { backend, cluster_id, node_id, client_url, inflight }
     }
 
     pub fn service(self) -> StreamServiceServer<Self> {
@@ -92,6 +101,9 @@ impl<E: GroupEngine> StreamPlane<E> {
             }
             self.on_leader(&key)?;
             let group = self.group(&key);
+            // A gateway's write holds the node's body budget as one from a client would.
+            let _share =
+                self.inflight.reserve(req.encoded_command.len() as u64).map_err(|e| wire::failure(group, &e))?;
             run(self.backend.clone(), command).await.map_err(|e| wire::failure(group, &e))
         }
         .await;

@@ -182,3 +182,44 @@ async fn a_follower_answers_a_typed_not_leader_naming_the_leaders_client_plane()
     assert_eq!(leaders, 4, "every group has a leader");
     send_append(&mut c, "plane-cluster", &append_command(&key, "x")).await.expect("the leader appends");
 }
+
+/// `server.http_inflight_body_size` counts a gateway's writes as it counts
+/// a client's: an append over the stream plane that does not fit beside
+/// the bodies held now answers the typed `INGRESS_BODY_BYTES_LIMIT_REACHED`.
+#[tokio::test]
+async fn a_stream_plane_write_shares_the_nodes_inflight_body_budget() {
+    use tokio::io::AsyncWriteExt;
+    let node = Node::in_process_with("[server]\nhttp_inflight_body_size = \"1MiB\"\n");
+    let mut c = client(node.base()).await;
+    let cluster_id = c.describe(pb::DescribeRequest::default()).await.expect("describe").into_inner().cluster_id;
+    let key = StreamKey::parse("plane", "budget").expect("key");
+    let req =
+        pb::WriteRequest { target: target(&cluster_id, &key), encoded_command: wire::encode(&create_command(&key)) };
+    let _: CreateOk = outcome(c.create(req).await.expect("create").into_inner()).expect("created");
+    // A client's body of 700,000 declared bytes holds its share while it trickles in.
+    let addr = node.base().trim_start_matches("http://").to_owned();
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+    let head = format!(
+        "POST /plane/budget HTTP/1.1\r\nHost: {addr}\r\nContent-Type: text/plain\r\nContent-Length: 700000\r\n\r\nab"
+    );
+    slow.write_all(head.as_bytes()).await.expect("head");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let metrics = node.get("/__ursula/metrics").send().await.json();
+        if metrics["ingress_body_bytes_inflight"].as_u64() >= Some(700_000) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the slow body never took its share");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let large: &'static str = "x".repeat(400_000).leak();
+    let refused = send_append(&mut c, &cluster_id, &append_command(&key, large)).await.expect_err("refused");
+    assert!(
+        matches!(
+            refused,
+            Refused::Backend(BackendError::Unavailable { reason: ursula_http::Unavailable::IngressBodyBytes, .. })
+        ),
+        "{refused:?}"
+    );
+    send_append(&mut c, &cluster_id, &append_command(&key, "small")).await.expect("a small one fits");
+}

@@ -185,8 +185,9 @@ impl FrontDoor for PlainFrontDoor {
         let pace = self.pace;
         let share = inflight.reserve(declared.unwrap_or(0));
         Box::pin(async move {
-            let mut share = share?;
-            let bytes = read_body_bytes(body, limit, pace, |total| share.grow_to(total)).await?;
+            let mut share = share.map_err(ApiError::Backend)?;
+            let bytes =
+                read_body_bytes(body, limit, pace, |total| share.grow_to(total).map_err(ApiError::Backend)).await?;
             Ok(Upload::holding(bytes, share))
         })
     }

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::backend::{BackendError, Unavailable};
-use crate::error::ApiError;
 
 /// How long a refused writer is asked to wait: bodies in flight are
 /// answered within moments.
@@ -29,7 +28,7 @@ impl InflightBodies {
 
     /// A share of `bytes`, or the refusal when it does not fit beside the
     /// bodies held now.
-    pub fn reserve(self: &Arc<Self>, bytes: u64) -> Result<BodyShare, ApiError> {
+    pub fn reserve(self: &Arc<Self>, bytes: u64) -> Result<BodyShare, BackendError> {
         let mut share = BodyShare { budget: self.clone(), bytes: 0 };
         share.grow_to(bytes)?;
         Ok(share)
@@ -69,16 +68,16 @@ pub struct BodyShare {
 impl BodyShare {
     /// Grows the share to `bytes` (a body without a declared length, as it
     /// arrives); a share never shrinks while its body is held.
-    pub fn grow_to(&mut self, bytes: u64) -> Result<(), ApiError> {
+    pub fn grow_to(&mut self, bytes: u64) -> Result<(), BackendError> {
         let more = bytes.saturating_sub(self.bytes);
         if more == 0 {
             return Ok(());
         }
         if !self.budget.take(more) {
-            return Err(ApiError::Backend(BackendError::Unavailable {
+            return Err(BackendError::Unavailable {
                 reason: Unavailable::IngressBodyBytes,
                 retry_after_secs: RETRY_AFTER_SECS,
-            }));
+            });
         }
         self.bytes = bytes;
         Ok(())
@@ -95,8 +94,8 @@ impl Drop for BodyShare {
 mod tests {
     use super::*;
 
-    fn refused(r: Result<(), ApiError>) -> bool {
-        matches!(r, Err(ApiError::Backend(BackendError::Unavailable { reason: Unavailable::IngressBodyBytes, .. })))
+    fn refused(r: Result<(), BackendError>) -> bool {
+        matches!(r, Err(BackendError::Unavailable { reason: Unavailable::IngressBodyBytes, .. }))
     }
 
     #[test]
