@@ -238,6 +238,9 @@ pub(crate) fn internal(e: EngineError) -> BackendError {
         EngineError::DiskPressure => {
             BackendError::Unavailable { reason: Unavailable::WalDiskPressure, retry_after_secs: 5 }
         }
+        EngineError::ApplyStopped(_) => {
+            BackendError::Unavailable { reason: Unavailable::ApplyStopped, retry_after_secs: 5 }
+        }
         EngineError::LogPressure => {
             BackendError::Unavailable { reason: Unavailable::RaftLogPressure, retry_after_secs: 5 }
         }

@@ -27,6 +27,9 @@ pub enum EngineError {
     /// The WAL's filesystem is short of space; nothing was applied.
     #[error("the WAL filesystem is below raft.wal.min_available_size")]
     DiskPressure,
+    /// A committed command failed to apply and stopped the group on this replica.
+    #[error("group {0:?} stopped: a committed command failed to apply")]
+    ApplyStopped(GroupId),
     /// The node's Raft log is over twice `raft.snapshot_log_budget`; nothing was applied.
     #[error("the Raft log is over twice raft.snapshot_log_budget")]
     LogPressure,

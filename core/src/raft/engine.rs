@@ -56,17 +56,31 @@ pub struct RaftEngine {
 }
 
 impl RaftEngine {
+    /// A group that serves: hosted here and not stopped by a failed apply.
     fn group(&self, group: GroupId) -> Result<&RaftGroup, EngineError> {
-        self.groups.get(group.0 as usize).ok_or(EngineError::UnknownGroup(group))
+        let g = self.groups.get(group.0 as usize).ok_or(EngineError::UnknownGroup(group))?;
+        if g.shared.apply_stopped.load(Ordering::SeqCst) {
+            return Err(EngineError::ApplyStopped(group));
+        }
+        Ok(g)
+    }
+
+    /// The groups a failed apply stopped on this replica.
+    pub fn apply_stopped_groups(&self) -> Vec<u32> {
+        let stopped = self.groups.iter().enumerate().filter(|(_, g)| g.shared.apply_stopped.load(Ordering::SeqCst));
+        stopped.map(|(i, _)| i as u32).collect()
     }
 
     pub fn groups(&self) -> &[RaftGroup] {
         &self.groups
     }
 
-    /// Every group knows a leader (this node or a peer).
+    /// Every group knows a leader (this node or a peer), but for those a
+    /// failed apply stopped: the node stays ready for its other groups.
     fn all_led(&self) -> bool {
-        self.groups.iter().all(|g| g.raft.metrics().borrow_watched().current_leader.is_some())
+        self.groups.iter().all(|g| {
+            g.shared.apply_stopped.load(Ordering::SeqCst) || g.raft.metrics().borrow_watched().current_leader.is_some()
+        })
     }
 }
 
@@ -122,6 +136,8 @@ impl GroupEngine for RaftEngine {
             Ok(Err(RaftError::APIError(ClientWriteError::LogEntryDiscarded(_)))) | Err(_) => {
                 Err(EngineError::OutcomeUnknown(group))
             }
+            // The entry itself, or one before it, failed to apply.
+            Ok(Err(_)) if g.shared.apply_stopped.load(Ordering::SeqCst) => Err(EngineError::ApplyStopped(group)),
             Ok(Err(e)) => {
                 tracing::error!(group = group.0, error = %e, "a Raft group failed a write");
                 Err(EngineError::Fatal(e.to_string()))
@@ -163,6 +179,7 @@ impl GroupEngine for RaftEngine {
         m.insert("raft_node_id".into(), self.node_id.into());
         let led = self.groups.iter().filter(|g| g.raft.metrics().borrow_watched().current_leader == Some(self.node_id));
         m.insert("raft_leaderships".into(), led.count().into());
+        m.insert("apply_stopped_groups".into(), json!(self.apply_stopped_groups()));
         m.insert("raft_leader_transfers_triggered".into(), self.transfers.triggered.load(Ordering::Relaxed).into());
         m.insert("leadership_shed".into(), self.shed.state().state.into());
         m.insert("leadership_shed_state".into(), json!(self.shed.state()));
@@ -224,7 +241,9 @@ impl GroupEngine for RaftEngine {
     }
 
     fn leadership(&self, group: GroupId) -> Leadership {
-        let Ok(g) = self.group(group) else { return Leadership::Unknown };
+        // A stopped replica still names the leader it knew: a write it
+        // leads is answered `APPLY_STOPPED`, one a peer leads goes there.
+        let Some(g) = self.groups.get(group.0 as usize) else { return Leadership::Unknown };
         let m = g.raft.metrics();
         let m = m.borrow_watched();
         match m.current_leader {

@@ -100,6 +100,9 @@ impl RaftEngine {
                 issues.push(json!({ "raft_group_id": group, "issue": issue.name() }));
             }
         }
+        for group in self.apply_stopped_groups() {
+            issues.push(json!({ "raft_group_id": group, "issue": "apply_stopped" }));
+        }
         let mut node_issues = Vec::new();
         if self.shed.maintenance() {
             node_issues.push(json!("maintenance_drain"));

@@ -23,6 +23,10 @@
 //! - `bootstrap`: the per-group membership initializer.
 //! - `boot`: opening the WAL and starting the groups; clean shutdown.
 
+#[cfg(test)]
+mod apply_fault;
+#[cfg(test)]
+mod apply_stop_tests;
 mod batcher;
 mod boot;
 mod bootstrap;

@@ -6,8 +6,9 @@ use std::io::{self, Cursor};
 
 use bytes::Bytes;
 use futures_util::{FutureExt, StreamExt};
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use openraft::storage::{EntryResponder, RaftStateMachine};
@@ -32,6 +33,9 @@ pub struct GroupShared {
     /// The meta of the snapshot the group's file holds: with S3 snapshots
     /// the file holds only a reference, so the meta is kept here.
     current: Mutex<Option<SnapshotMeta>>,
+    /// Set when a committed command failed to apply: the group stops on
+    /// this replica alone (spec/38, `APPLY_STOPPED`).
+    pub apply_stopped: AtomicBool,
 }
 
 #[derive(Clone, Default)]
@@ -139,6 +143,7 @@ impl GroupMachine {
             snapshot_bytes: AtomicU64::new(size),
             snapshot_index: AtomicU64::new(index),
             current: Mutex::new(current),
+            apply_stopped: AtomicBool::new(false),
         });
         Ok(GroupMachine { group, shared, snapshot_dir, objects })
     }
@@ -212,6 +217,21 @@ impl RaftSnapshotBuilder<TypeConfig> for GroupMachine {
     }
 }
 
+/// One committed command applied to the group's state.
+fn apply_command(state: &mut GroupState, command: ursula_stream::Command, ctx: ApplyCtx) -> Outcome {
+    #[cfg(test)]
+    super::apply_fault::check(&command);
+    state.apply(command, ctx)
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+        (Some(s), _) => (*s).to_owned(),
+        (_, Some(s)) => s.clone(),
+        _ => "a panic without a message".to_owned(),
+    }
+}
+
 impl RaftStateMachine<TypeConfig> for GroupMachine {
     type SnapshotData = SnapshotData;
     type SnapshotBuilder = GroupMachine;
@@ -234,15 +254,24 @@ impl RaftStateMachine<TypeConfig> for GroupMachine {
             while let Some(Some(more)) = entries.next().now_or_never() {
                 batch.push(more?);
             }
+            let mut failed = None;
             {
                 let mut state = group_state::lock(&self.shared.state);
                 let mut applied = self.shared.applied();
                 for (entry, responder) in batch {
-                    applied.last = Some(entry.log_id);
                     // Blank and membership entries answer no client; `Renew` stands in.
                     let outcome = match entry.payload {
                         EntryPayload::Normal(p) => {
-                            state.apply(p.command, ApplyCtx { now_ms: p.now_ms, log_index: entry.log_id.index })
+                            let ctx = ApplyCtx { now_ms: p.now_ms, log_index: entry.log_id.index };
+                            match std::panic::catch_unwind(AssertUnwindSafe(|| {
+                                apply_command(&mut state, p.command, ctx)
+                            })) {
+                                Ok(outcome) => outcome,
+                                Err(panic) => {
+                                    failed = Some((entry.log_id.index, panic_message(panic.as_ref())));
+                                    break;
+                                }
+                            }
                         }
                         EntryPayload::Blank => Outcome::Renew,
                         EntryPayload::Membership(m) => {
@@ -250,6 +279,7 @@ impl RaftStateMachine<TypeConfig> for GroupMachine {
                             Outcome::Renew
                         }
                     };
+                    applied.last = Some(entry.log_id);
                     if let Some(r) = responder {
                         answers.push((r, outcome));
                     }
@@ -258,6 +288,21 @@ impl RaftStateMachine<TypeConfig> for GroupMachine {
             }
             for (responder, outcome) in answers.drain(..) {
                 responder.send(outcome);
+            }
+            if let Some((index, why)) = failed {
+                // What this replica holds past the entry is unknown: the
+                // group stops here, and never skips the entry (spec/38).
+                self.shared.apply_stopped.store(true, Ordering::SeqCst);
+                tracing::error!(
+                    group = self.group,
+                    index,
+                    why,
+                    "a committed command failed to apply: the group stops on this replica (APPLY_STOPPED)"
+                );
+                return Err(io::Error::other(format!(
+                    "log entry {index} of group {} failed to apply: {why}",
+                    self.group
+                )));
             }
         }
         Ok(())
