@@ -153,6 +153,7 @@ async fn serve<E: GroupEngine>(
         None => None,
     };
     let flusher = cold.clone().map(|c| tokio::spawn(crate::cold::flush::run(engine.clone(), c, me.node_id)));
+    let store_gate = cold.as_ref().and_then(|c| engine.watch_cold(c));
     let backend = Arc::new(NodeBackend::new(engine.clone(), cold.clone(), &config.admission));
     let admin = crate::admin::Admin {
         backend: backend.clone(),
@@ -201,6 +202,9 @@ async fn serve<E: GroupEngine>(
     sweeper.abort();
     if let Some(admin) = admin {
         admin.abort();
+    }
+    if let Some(gate) = store_gate {
+        gate.abort();
     }
     if let Some(flusher) = flusher {
         flusher.abort();

@@ -9,50 +9,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::net::{TcpListener, TcpStream};
-
 use crate::support::Node;
 use crate::support::cluster::{Layout, Planes, Writer};
+use crate::support::proxy::{Link, link};
 
 const S: &str = "/faults/log";
 const TEXT: &str = "text/plain";
 const VOTERS: usize = 3;
 const PATIENCE: Duration = Duration::from_secs(30);
-
-/// A TCP proxy for one directed link; `cut` drops its connections and refuses new ones.
-struct Link {
-    port: u16,
-    cut: Arc<AtomicBool>,
-    generation: Arc<AtomicU64>,
-}
-
-async fn link(target: u16) -> Link {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("proxy bind");
-    let port = listener.local_addr().expect("addr").port();
-    let cut = Arc::new(AtomicBool::new(false));
-    let generation = Arc::new(AtomicU64::new(0));
-    let (c, g) = (cut.clone(), generation.clone());
-    tokio::spawn(async move {
-        while let Ok((mut inbound, _)) = listener.accept().await {
-            if c.load(Ordering::SeqCst) {
-                continue; // dropped: the peer sees the connection close
-            }
-            let born = g.load(Ordering::SeqCst);
-            let (c, g) = (c.clone(), g.clone());
-            tokio::spawn(async move {
-                let Ok(mut outbound) = TcpStream::connect(("127.0.0.1", target)).await else { return };
-                let copy = tokio::io::copy_bidirectional(&mut inbound, &mut outbound);
-                let severed = async {
-                    while !c.load(Ordering::SeqCst) && g.load(Ordering::SeqCst) == born {
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
-                };
-                tokio::select! { _ = copy => {}, () = severed => {} }
-            });
-        }
-    });
-    Link { port, cut, generation }
-}
 
 struct Cluster {
     layout: Layout,
@@ -83,8 +47,7 @@ impl Cluster {
     /// Cuts (or heals) node `i`'s connections to node `j` only.
     fn cut(&self, i: usize, j: usize, cut: bool) {
         if let Some(l) = &self.links[i][j] {
-            l.cut.store(cut, Ordering::SeqCst);
-            l.generation.fetch_add(1, Ordering::SeqCst);
+            l.set_cut(cut);
         }
     }
 
@@ -95,8 +58,7 @@ impl Cluster {
                 if (i == k || j == k)
                     && let Some(l) = &self.links[i][j]
                 {
-                    l.cut.store(cut, Ordering::SeqCst);
-                    l.generation.fetch_add(1, Ordering::SeqCst);
+                    l.set_cut(cut);
                 }
             }
         }

@@ -111,3 +111,59 @@ async fn voters_keep_raft_snapshots_in_their_own_s3_directories_and_a_wiped_vote
         converges(node, &expected).await;
     }
 }
+
+/// spec/07 "Cold storage": a voter whose S3 store stops answering sheds its
+/// leaderships after `unhealthy_ticks` bad ticks (four handoffs per tick),
+/// says so in its metrics and shed state, while the cluster keeps taking
+/// writes; after `heal_ticks` good ticks it may lead again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voter_whose_snapshot_store_fails_sheds_its_leaderships_and_leads_again_once_healed() {
+    use crate::support::proxy::link;
+    let s3 = S3Server::start().await;
+    let mut layout = Layout::new(3, "store-health", 8, Planes::Shared);
+    layout.sections = format!(
+        "[storage.snapshot]\ndrive_interval = \"200ms\"\ns3_timeout = \"1s\"\ns3_max_retries = 0\n{}\
+         probe_timeout = \"500ms\"\nunhealthy_ticks = 3\nheal_ticks = 2\n",
+        s3.cold_section("flush_interval = \"100ms\"\n")
+    );
+    // Node 1 reaches the store through a proxy the test cuts.
+    let proxy = link(s3.addr.port()).await;
+    let args = layout.args(0);
+    let config = std::path::PathBuf::from(args.last().expect("the config path"));
+    let text = std::fs::read_to_string(&config).expect("node 1's config");
+    let text = text.replace(&s3.url(), &format!("http://127.0.0.1:{}", proxy.port));
+    std::fs::write(&config, text).expect("node 1's config via the proxy");
+    let mut nodes: Vec<Option<Node>> =
+        vec![Some(Node::spawn(&args, None)), Some(layout.start(1)), Some(layout.start(2))];
+    for node in nodes.iter().flatten() {
+        wait_ready(node).await;
+    }
+    let first = nodes[0].as_ref().expect("node 1");
+    let leaderships = async |node: &Node| metrics(node).await["raft_leaderships"].as_u64().unwrap_or(0);
+    until("node 1 never led a group", async || leaderships(first).await > 0).await;
+    until("no node created the stream", async || first.put(S).content_type("text/plain").send().await.status == 201)
+        .await;
+
+    proxy.set_cut(true);
+    until("node 1 kept its leaderships with its store cut off", async || leaderships(first).await == 0).await;
+    let m = metrics(first).await;
+    assert_eq!(m["snapshot_store_health"]["gate"], "closed", "{m}");
+    assert_eq!(m["snapshot_store_health"]["last_tick"], "bad", "{m}");
+    assert_eq!(m["leadership_shed_state"]["state"], "snapshot-store-unhealthy", "{m}");
+    assert_eq!(m["leadership_shed_state"]["should_campaign"], false, "{m}");
+    assert!(m["snapshot_store_health"]["handoffs"].as_u64() >= Some(1), "{m}");
+    // The others lead: writes through node 1 follow its redirects and land.
+    for seq in 0..5 {
+        append(&nodes, seq).await;
+    }
+    let ready = first.get("/__ursula/ready").send().await;
+    assert_eq!(ready.json()["snapshot_store_health"]["gate"], "closed", "{ready:?}");
+
+    proxy.set_cut(false);
+    until("node 1's gate never opened", async || metrics(first).await["snapshot_store_health"]["gate"] == "open").await;
+    let m = metrics(first).await;
+    assert_eq!(m["leadership_shed_state"]["state"], "none", "{m}");
+    // The balancer gives node 1 its share back.
+    until("node 1 never led again", async || leaderships(first).await > 0).await;
+    nodes.iter_mut().for_each(|n| drop(n.take()));
+}

@@ -200,11 +200,11 @@ async fn upload_and_commit<E: GroupEngine>(
     let object = cold.object_key(&bucket, group.0, &name);
     let bytes = body.len() as u64;
     if let Err(e) = cold.store.put(&object, body.freeze()).await {
-        cold.stats.upload_failures.fetch_add(1, Relaxed);
+        cold.uploaded(false);
         tracing::warn!(%object, error = %e, "cold upload failed; the bytes stay hot and are tried again");
         return 0;
     }
-    cold.stats.uploads.fetch_add(1, Relaxed);
+    cold.uploaded(true);
     match engine.propose(group, Command::CommitCold(CommitCold { object: object.clone(), pieces })).await {
         Ok(Outcome::CommitCold { frozen }) if frozen > 0 => {
             cold.stats.bytes_flushed.fetch_add(bytes, Relaxed);

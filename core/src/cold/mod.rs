@@ -51,7 +51,7 @@ pub struct ColdConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ColdBackend {
     Memory,
-    S3(s3::S3Config),
+    S3(Box<s3::S3Config>),
 }
 
 /// The node's cold tier: the store, its settings, the cache of fetched
@@ -68,6 +68,20 @@ pub struct Cold {
     unreferenced: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
     pub stats: ColdStats,
     pub parts: parts::PartsState,
+    /// The zero of `ColdStats`' write times.
+    born: std::time::Instant,
+}
+
+/// What the snapshot-store health gate reads of the node's cold writes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ColdWrites {
+    pub uploads: u64,
+    pub failures: u64,
+    /// Since the node started: when the last write succeeded and failed.
+    pub last_ok: Option<std::time::Duration>,
+    pub last_failed: Option<std::time::Duration>,
+    /// Since the node started: now.
+    pub now: std::time::Duration,
 }
 
 #[derive(Default)]
@@ -80,6 +94,9 @@ pub struct ColdStats {
     pub cache_hits: AtomicU64,
     pub backpressure_refusals: AtomicU64,
     pub gc_deleted: AtomicU64,
+    /// Milliseconds after `Cold::born`, plus one (0: never).
+    last_upload_ok_ms: AtomicU64,
+    last_upload_failed_ms: AtomicU64,
 }
 
 impl Cold {
@@ -99,7 +116,40 @@ impl Cold {
             unreferenced: Default::default(),
             stats: ColdStats::default(),
             parts: parts::PartsState::default(),
+            born: std::time::Instant::now(),
         }
+    }
+
+    fn since_born_ms(&self) -> u64 {
+        u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX).saturating_add(1)
+    }
+
+    /// Counts a cold write (an upload of flushed bytes) and its outcome.
+    pub fn uploaded(&self, ok: bool) {
+        let now = self.since_born_ms();
+        if ok {
+            self.stats.uploads.fetch_add(1, Relaxed);
+            self.stats.last_upload_ok_ms.store(now, Relaxed);
+        } else {
+            self.stats.upload_failures.fetch_add(1, Relaxed);
+            self.stats.last_upload_failed_ms.store(now, Relaxed);
+        }
+    }
+
+    pub fn writes(&self) -> ColdWrites {
+        let at = |ms: u64| (ms > 0).then(|| std::time::Duration::from_millis(ms - 1));
+        ColdWrites {
+            uploads: self.stats.uploads.load(Relaxed),
+            failures: self.stats.upload_failures.load(Relaxed),
+            last_ok: at(self.stats.last_upload_ok_ms.load(Relaxed)),
+            last_failed: at(self.stats.last_upload_failed_ms.load(Relaxed)),
+            now: self.born.elapsed(),
+        }
+    }
+
+    /// The hot bytes of `group` the flush has not moved to the store.
+    pub fn hot_bytes(&self, group: u32) -> u64 {
+        self.hot.get(group as usize).map_or(0, |h| h.load(Relaxed))
     }
 
     /// Builds the configured store (S3 clients resolve credentials here).

@@ -31,6 +31,25 @@ pub struct S3Config {
     pub encryption: Encryption,
     pub timeout: Duration,
     pub max_retries: u32,
+    pub health: S3Health,
+}
+
+/// The snapshot-store health gate's settings (spec/07, "Cold storage").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct S3Health {
+    pub probe_timeout: Duration,
+    pub unhealthy_ticks: u32,
+    pub heal_ticks: u32,
+}
+
+impl S3Config {
+    /// How long a failed cold write weighs on the health gate: as long as
+    /// the S3 client can take to give up on a write (every attempt's
+    /// timeout and the backoff between them), plus a flush pause.
+    pub fn write_window(&self, flush_interval: Duration) -> Duration {
+        let attempts = self.max_retries.saturating_add(1);
+        self.timeout.saturating_mul(attempts) + Duration::from_secs(2 * u64::from(self.max_retries)) + flush_interval
+    }
 }
 
 #[derive(Clone, PartialEq, Eq)]

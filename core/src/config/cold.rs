@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::ConfigError;
 use super::file::ColdSection;
-use crate::cold::s3::{Encryption, S3Config, StaticKeys};
+use crate::cold::s3::{Encryption, S3Config, S3Health, StaticKeys};
 use crate::cold::{ColdBackend, ColdConfig};
 
 pub(super) fn duration(key: &'static str, text: Option<String>, default: Duration) -> Result<Duration, ConfigError> {
@@ -60,7 +60,7 @@ pub fn resolve(section: ColdSection) -> Result<Option<ColdConfig>, ConfigError> 
                     );
                 }
             };
-            ColdBackend::S3(S3Config {
+            ColdBackend::S3(Box::new(S3Config {
                 bucket,
                 region: s3.region.unwrap_or_else(|| "us-east-1".into()),
                 endpoint: s3.endpoint,
@@ -68,7 +68,12 @@ pub fn resolve(section: ColdSection) -> Result<Option<ColdConfig>, ConfigError> 
                 encryption,
                 timeout: duration("storage.cold.s3.timeout", s3.timeout, Duration::from_secs(10))?,
                 max_retries: s3.max_retries.unwrap_or(3),
-            })
+                health: S3Health {
+                    probe_timeout: nonzero_duration("storage.cold.s3.probe_timeout", s3.probe_timeout, 5)?,
+                    unhealthy_ticks: nonzero_count("storage.cold.s3.unhealthy_ticks", s3.unhealthy_ticks, 3)?,
+                    heal_ticks: nonzero_count("storage.cold.s3.heal_ticks", s3.heal_ticks, 2)?,
+                },
+            }))
         }
         Some(other) => {
             return Err(ConfigError::Value {
@@ -98,4 +103,19 @@ pub fn resolve(section: ColdSection) -> Result<Option<ColdConfig>, ConfigError> 
         gc_grace: duration("storage.cold.gc_grace", section.gc_grace, Duration::from_secs(300))?,
         parts_grace: duration("storage.cold.parts_grace", section.parts_grace, Duration::from_secs(86_400))?,
     }))
+}
+
+fn nonzero_duration(key: &'static str, text: Option<String>, default_secs: u64) -> Result<Duration, ConfigError> {
+    let value = duration(key, text, Duration::from_secs(default_secs))?;
+    if value.is_zero() {
+        return Err(ConfigError::Refused { key, message: "must be non-zero".into() });
+    }
+    Ok(value)
+}
+
+fn nonzero_count(key: &'static str, value: Option<u32>, default: u32) -> Result<u32, ConfigError> {
+    match value.unwrap_or(default) {
+        0 => Err(ConfigError::Refused { key, message: "must be non-zero".into() }),
+        n => Ok(n),
+    }
 }

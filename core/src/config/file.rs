@@ -101,6 +101,12 @@ pub struct S3Section {
     pub kms_key_id: Option<String>,
     pub timeout: Option<String>,
     pub max_retries: Option<u32>,
+    /// The snapshot-store health probe's deadline (`5s`).
+    pub probe_timeout: Option<String>,
+    /// Bad health ticks before the node sheds its leaderships (`3`).
+    pub unhealthy_ticks: Option<u32>,
+    /// Good health ticks in a row before it may lead again (`2`).
+    pub heal_ticks: Option<u32>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

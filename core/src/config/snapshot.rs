@@ -117,7 +117,7 @@ pub fn resolve(
     let mut s3 = s3.clone();
     s3.timeout = timeout;
     s3.max_retries = retries;
-    Ok(Some(Box::new(SnapshotStoreConfig { s3, prefix })))
+    Ok(Some(Box::new(SnapshotStoreConfig { s3: *s3, prefix })))
 }
 
 #[cfg(test)]

@@ -208,3 +208,18 @@ fn a_cold_node_needs_64_mib_of_inflight_body_budget() {
     let enough = format!("[server]\nhttp_inflight_body_size = \"64MiB\"\n{cold}");
     assert!(cfg(Some(Preset::Dev), &enough, &CliOverrides::default()).is_ok());
 }
+
+#[test]
+fn the_s3_health_gate_has_the_spec_defaults_and_refuses_zero() {
+    let none = CliOverrides::default();
+    let s3 = "[storage.cold]\nbackend = \"s3\"\nroot = \"prod\"\n[storage.cold.s3]\nbucket = \"b\"\n";
+    let c = cfg(Some(Preset::Dev), s3, &none).expect("valid");
+    let Some(crate::cold::ColdBackend::S3(settings)) = c.cold.map(|c| c.backend) else { panic!("an S3 tier") };
+    assert_eq!(settings.health.probe_timeout, Duration::from_secs(5));
+    assert_eq!((settings.health.unhealthy_ticks, settings.health.heal_ticks), (3, 2));
+    assert_eq!(settings.write_window(Duration::from_secs(1)), Duration::from_secs(40 + 6 + 1), "4 attempts of 10 s");
+    for key in ["probe_timeout = \"0s\"", "unhealthy_ticks = 0", "heal_ticks = 0"] {
+        let refused = cfg(Some(Preset::Dev), &format!("{s3}{key}\n"), &none).expect_err("zero is refused");
+        assert!(refused.contains(key.split(' ').next().unwrap_or_default()), "{refused}");
+    }
+}

@@ -232,6 +232,15 @@ pub trait GroupEngine: Send + Sync + 'static {
 
     /// Resolves when the stream at `key` is no longer `incarnation` at or
     /// below `offset` (new bytes, closure, deletion), or after `timeout`.
+    /// Starts what watches the cold tier's store for this engine (the
+    /// Raft engine's snapshot-store health gate); `None`: nothing to watch.
+    fn watch_cold(
+        self: &std::sync::Arc<Self>,
+        _cold: &std::sync::Arc<crate::cold::Cold>,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        None
+    }
+
     fn wait(
         &self,
         group: GroupId,

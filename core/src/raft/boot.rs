@@ -321,6 +321,12 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
         shed,
         transfers: Default::default(),
         log_pressure: super::log_pressure::LogPressure::new(raft.snapshot_log_budget, clustered),
+        store_health: raft
+            .snapshot_store
+            .as_ref()
+            .map(|s| Arc::new(super::store_health::StoreHealth::new(s.s3.health))),
+        drive_interval: raft.snapshot_drive_interval,
+        peer_timeout: raft.balance.peer_timeout,
     });
     if node_slot(&recovered, SLOT_MAINTENANCE).is_some_and(|v| v.first() == Some(&1)) {
         engine.restore_maintenance(true);

@@ -28,6 +28,11 @@ pub async fn snapshots(engine: Arc<RaftEngine>, budget: u64, every: Duration) {
     let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;
+        // While the snapshot store is unhealthy routine snapshots wait; a
+        // log past its pressure limit still gets them.
+        if engine.store_health.as_ref().is_some_and(|h| h.holds_snapshots()) && !engine.log_pressure.refusing() {
+            continue;
+        }
         for g in engine.groups() {
             let last = g.shared.snapshot_bytes.load(Ordering::Relaxed);
             if g.log.bytes_since_purge() >= threshold(budget, count, last) {

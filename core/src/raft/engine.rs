@@ -52,6 +52,12 @@ pub struct RaftEngine {
     pub(super) objects: Option<Arc<super::snapshot_store::SnapshotStore>>,
     pub(super) shed: Arc<super::leadership::Shed>,
     pub(super) log_pressure: super::log_pressure::LogPressure,
+    /// The snapshot-store health gate; `None` without S3 snapshots.
+    pub(super) store_health: Option<Arc<super::store_health::StoreHealth>>,
+    /// `storage.snapshot.drive_interval`: the health gate's tick.
+    pub(super) drive_interval: std::time::Duration,
+    /// `governance.leadership_balance.peer_timeout`.
+    pub(super) peer_timeout: std::time::Duration,
     pub(super) transfers: super::leadership::TransferStats,
 }
 
@@ -195,6 +201,7 @@ impl GroupEngine for RaftEngine {
         m.insert("wal_disk_pressure".into(), self.guard.under_pressure().into());
         self.refusals.metrics(&mut m);
         self.log_pressure.metrics(&mut m);
+        self.store_health_metrics(&mut m);
         m.insert("snapshot_backend".into(), if self.objects.is_some() { "s3" } else { "inline" }.into());
         if let Some(objects) = &self.objects {
             objects.metrics(&mut m);
@@ -296,7 +303,16 @@ impl GroupEngine for RaftEngine {
     fn readiness_details(&self) -> Map<String, Value> {
         let mut m = Map::new();
         m.insert("peer_cluster_mismatches".into(), self.refusals.mismatches());
+        self.store_health_metrics(&mut m);
         m
+    }
+
+    fn watch_cold(self: &Arc<Self>, cold: &Arc<crate::cold::Cold>) -> Option<tokio::task::JoinHandle<()>> {
+        let crate::cold::ColdBackend::S3(s3) = &cold.config.backend else { return None };
+        self.store_health.as_ref()?;
+        let window = s3.write_window(cold.config.flush_interval);
+        let gate = super::store_health::run(self.clone(), cold.clone(), self.drive_interval, s3.health, window);
+        Some(tokio::spawn(gate))
     }
 
     fn unready_reason(&self) -> Option<&'static str> {

@@ -337,8 +337,8 @@ impl RaftService for RaftServer {
         let reply = match self.prepare(preamble.as_ref(), from, || conv::transfer_request_from(req)) {
             // A draining voter does not campaign: the leader's followers
             // elect another once its heartbeats stop.
-            Ok((_, rpc)) if *rpc.to_node_id() == self.node_id && self.shed.draining() => {
-                Err(self.refusal(Kind::Draining, "this voter is draining and takes no leadership".into()))
+            Ok((_, rpc)) if *rpc.to_node_id() == self.node_id && !self.shed.may_lead() => {
+                Err(self.refusal(Kind::Draining, "this voter sheds its leaderships and takes none".into()))
             }
             Ok((raft, rpc)) => {
                 raft.handle_transfer_leader(rpc).await.map_err(|e| self.refusal(Kind::Fatal, e.to_string()))
@@ -354,7 +354,7 @@ impl RaftService for RaftServer {
 
 impl RaftServer {
     fn shed_state(&self) -> pb::ShedState {
-        let willing = !self.shed.draining();
+        let willing = self.shed.may_lead();
         pb::ShedState { should_campaign: willing, should_accept_transfer: willing }
     }
 

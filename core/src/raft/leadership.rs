@@ -15,17 +15,25 @@ use super::types::NodeId;
 use crate::engine::{ShedState, TransferError, Transferred};
 
 /// Whether this voter sheds its leaderships: drained for maintenance (an
-/// operator's mark, kept in the WAL until undrain) or stopping (`SIGTERM`).
-/// A shedding voter neither campaigns nor accepts transfers.
+/// operator's mark, kept in the WAL until undrain), stopping (`SIGTERM`),
+/// or shedding for its unhealthy snapshot store (`store_health`). A
+/// shedding voter neither campaigns nor accepts transfers.
 #[derive(Default)]
 pub struct Shed {
     maintenance: AtomicBool,
     stopping: AtomicBool,
+    pub(super) store: AtomicBool,
 }
 
 impl Shed {
+    /// Drained by an operator or a stop: the balancer moves everything away.
     pub fn draining(&self) -> bool {
         self.maintenance.load(Ordering::SeqCst) || self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// Whether this voter may campaign and take leaderships now.
+    pub fn may_lead(&self) -> bool {
+        !self.draining() && !self.store.load(Ordering::SeqCst)
     }
 
     pub fn maintenance(&self) -> bool {
@@ -36,17 +44,19 @@ impl Shed {
     pub fn state(&self) -> ShedState {
         let maintenance = self.maintenance();
         let stopping = self.stopping.load(Ordering::SeqCst);
-        let state = match (maintenance, stopping) {
-            (true, _) => "maintenance-drain",
-            (false, true) => "shutdown",
-            (false, false) => "none",
+        let store = self.store.load(Ordering::SeqCst);
+        let state = match (maintenance, stopping, store) {
+            (true, _, _) => "maintenance-drain",
+            (false, true, _) => "shutdown",
+            (false, false, true) => "snapshot-store-unhealthy",
+            (false, false, false) => "none",
         };
         ShedState {
-            bits: u8::from(maintenance) | (u8::from(stopping) << 1),
+            bits: u8::from(maintenance) | (u8::from(stopping) << 1) | (u8::from(store) << 2),
             state,
-            should_accept_transfer: !self.draining(),
-            should_campaign: !self.draining(),
-            should_shed_current_leaders: self.draining(),
+            should_accept_transfer: self.may_lead(),
+            should_campaign: self.may_lead(),
+            should_shed_current_leaders: !self.may_lead(),
         }
     }
 }
@@ -91,7 +101,7 @@ impl RaftEngine {
         Ok(Transferred { group, from: self.node_id, to, term })
     }
 
-    async fn trigger(&self, group: u32, g: &RaftGroup, to: NodeId) -> Result<(), TransferError> {
+    pub(super) async fn trigger(&self, group: u32, g: &RaftGroup, to: NodeId) -> Result<(), TransferError> {
         g.raft.trigger().transfer_leader(to).await.map_err(|e| TransferError::Stopped { group, why: e.to_string() })?;
         self.transfers.triggered.fetch_add(1, Ordering::Relaxed);
         tracing::info!(group, to, "leadership transfer triggered");
@@ -99,12 +109,12 @@ impl RaftEngine {
     }
 
     /// Every group's leader as this node sees it.
-    fn leaders(&self) -> Vec<Option<NodeId>> {
+    pub(super) fn leaders(&self) -> Vec<Option<NodeId>> {
         self.groups.iter().map(|g| g.raft.metrics().borrow_watched().current_leader).collect()
     }
 
     /// The peers that may take `group` now: caught up with this leader's log.
-    fn caught_up(&self, g: &RaftGroup) -> Vec<NodeId> {
+    pub(super) fn caught_up(&self, g: &RaftGroup) -> Vec<NodeId> {
         let m = g.raft.metrics();
         let m = m.borrow_watched();
         let last = m.last_log_index;
@@ -117,7 +127,7 @@ impl RaftEngine {
     }
 
     /// The peers that answer they may lead now, within `timeout`.
-    async fn willing_peers(&self, timeout: Duration) -> Vec<NodeId> {
+    pub(super) async fn willing_peers(&self, timeout: Duration) -> Vec<NodeId> {
         let Some(peers) = &self.peers else { return Vec::new() };
         let others: Vec<NodeId> = self.voters().into_iter().filter(|id| *id != self.node_id).collect();
         let answers = futures_util::future::join_all(others.iter().map(|id| peers.shed_state(*id, timeout))).await;
@@ -157,7 +167,7 @@ impl RaftEngine {
         self.elect(false);
     }
 
-    fn elect(&self, campaign: bool) {
+    pub(super) fn elect(&self, campaign: bool) {
         for g in &self.groups {
             g.raft.runtime_config().elect(campaign);
         }
@@ -179,7 +189,7 @@ impl RaftEngine {
         if on {
             tracing::info!("maintenance drain: this node sheds its leaderships and does not campaign");
         }
-        self.elect(!self.shed.draining());
+        self.elect(self.shed.may_lead());
     }
 
     /// Hands every leadership of this node to caught-up willing peers and
@@ -208,6 +218,20 @@ pub fn plan(
     caught_up: &[Vec<NodeId>],
     max: usize,
 ) -> Vec<(u32, NodeId)> {
+    let order: Vec<usize> = (0..leaders.len()).collect();
+    plan_in_order(&order, leaders, me, draining, willing, caught_up, max)
+}
+
+/// `plan`, considering the groups in `order` (e.g. the most unflushed first).
+pub fn plan_in_order(
+    order: &[usize],
+    leaders: &[Option<NodeId>],
+    me: NodeId,
+    draining: bool,
+    willing: &[NodeId],
+    caught_up: &[Vec<NodeId>],
+    max: usize,
+) -> Vec<(u32, NodeId)> {
     if willing.is_empty() {
         return Vec::new();
     }
@@ -223,7 +247,7 @@ pub fn plan(
     let fair = leaders.len().div_ceil(sharing);
     let keep = if draining { 0 } else { fair };
     let mut moves = Vec::new();
-    for (group, leader) in leaders.iter().enumerate() {
+    for (group, leader) in order.iter().filter_map(|g| leaders.get(*g).map(|l| (*g, l))) {
         let mine = load.get(&me).copied().unwrap_or(0);
         if moves.len() >= max || mine <= keep {
             break;

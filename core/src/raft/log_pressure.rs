@@ -61,6 +61,10 @@ impl LogPressure {
         }
     }
 
+    pub fn refusing(&self) -> bool {
+        self.refusing.load(Relaxed)
+    }
+
     /// Whether a write with a body is refused now (counted when it is).
     pub fn refuse_write(&self) -> bool {
         let refusing = self.refusing.load(Relaxed);

@@ -49,6 +49,7 @@ mod refusals;
 mod snapshot_file;
 mod snapshot_store;
 mod state_machine;
+mod store_health;
 mod types;
 
 pub use boot::{RaftNode, generate_cluster_id, start};

@@ -149,6 +149,15 @@ impl SnapshotStore {
         format!("{}group-{group}/", self.dir)
     }
 
+    /// The health gate's probe: a HEAD the store answers (a missing object
+    /// is an answer) or fails.
+    pub async fn probe(&self) -> Result<(), SnapshotStoreError> {
+        match self.store.size(&format!("{}health-probe", self.dir)).await {
+            Ok(_) | Err(crate::cold::ColdError::Missing(_)) => Ok(()),
+            Err(e) => Err(SnapshotStoreError::from(e)),
+        }
+    }
+
     pub fn owns(&self, group: u32, key: &str) -> bool {
         key.starts_with(&self.group_dir(group))
     }

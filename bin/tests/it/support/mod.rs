@@ -22,6 +22,7 @@ pub mod issuer;
 mod lifecycle;
 mod node;
 pub mod otlp;
+pub mod proxy;
 pub mod s3;
 mod sse;
 
