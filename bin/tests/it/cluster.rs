@@ -383,3 +383,100 @@ async fn reads_on_a_follower_renew_a_sliding_ttl_through_the_leader() {
     let read = http.get(format!("{follower}{path}?offset=-1")).send().await.expect("read");
     assert_eq!(read.status(), 404, "the stream expired once unread");
 }
+
+/// spec/35 "Recovering after a host crash": a voter killed on the same
+/// host boot restarts ungated (the page cache kept its writes); one whose
+/// run state is gone beside a non-empty journal (as after a host crash
+/// under `fsync = "never"`) waits at every group's recovery gate: unready
+/// with `recovery_gate_closed`, granting no vote, so a lone surviving peer
+/// cannot be elected with it; once a leader exists its barrier opens the
+/// gates and every acknowledged write is on the replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voter_that_may_have_lost_its_tail_waits_at_its_recovery_gates() {
+    let cluster = Layout::new(3, "recovery-gate", 4, Planes::Shared);
+    let mut nodes: Vec<Option<Node>> = (0..3).map(|i| Some(cluster.start(i))).collect();
+    for node in nodes.iter().flatten() {
+        wait_ready(node).await;
+    }
+    let metrics = async |node: &Node| node.get("/__ursula/metrics").send().await.json();
+    until_created(&nodes).await;
+    let mut expected = String::new();
+    for seq in 0..20 {
+        append(&nodes, seq).await;
+        expected.push_str(&record(seq));
+    }
+    // kill -9 on the same boot: nothing was lost, no gate.
+    nodes[2].take().expect("node 3").kill9();
+    nodes[2] = Some(cluster.start(2));
+    let third = nodes[2].as_ref().expect("node 3");
+    wait_ready(third).await;
+    let m = metrics(third).await;
+    assert_eq!(m["wal_recovery"]["prior_run"], "running", "{m}");
+    assert_eq!(m["wal_recovery"]["lost_tail_possible"], false, "{m}");
+    assert_eq!(m["recovery_gates"], serde_json::json!([]), "{m}");
+
+    // Node 3 loses its run state; node 2 dies too, so node 1 alone would
+    // need node 3's vote in the groups node 2 led.
+    let deadline = Instant::now() + PATIENCE;
+    while metrics(nodes[1].as_ref().expect("node 2")).await["raft_leaderships"].as_u64() < Some(1) {
+        assert!(Instant::now() < deadline, "the balancer never gave node 2 a group");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    nodes[2].take().expect("node 3").kill9();
+    std::fs::remove_file(cluster.wal(2).join("run-state")).expect("removing node 3's run state");
+    nodes[1].take().expect("node 2").kill9();
+    nodes[2] = Some(cluster.start(2));
+    let third = nodes[2].as_ref().expect("node 3");
+    let deadline = Instant::now() + PATIENCE;
+    let gated = loop {
+        let ready = third.get("/__ursula/ready").send().await;
+        if ready.status == 503 && ready.text().contains("recovery_gate_closed") {
+            break metrics(third).await;
+        }
+        assert!(Instant::now() < deadline, "node 3 never reported its gates: {}", ready.text());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(gated["wal_recovery"]["prior_run"], "missing", "{gated}");
+    assert_eq!(gated["wal_recovery"]["lost_tail_possible"], true, "{gated}");
+    // The groups node 1 still leads open at once (node 3's acknowledgements
+    // keep its quorum); those node 2 led wait. Several election timeouts
+    // pass: node 1 gets no vote from node 3 there, so it is not elected.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let still: Vec<u64> = metrics(third).await["recovery_gates"]
+        .as_array()
+        .expect("gates")
+        .iter()
+        .filter_map(serde_json::Value::as_u64)
+        .collect();
+    assert!(!still.is_empty(), "node 2's groups wait at node 3's gates");
+    let first = metrics(nodes[0].as_ref().expect("node 1")).await;
+    for g in &still {
+        let leader = &first["raft_groups"][*g as usize]["current_leader"];
+        assert_ne!(*leader, 1, "node 1 was elected in group {g} with a gated replica's vote: {first}");
+    }
+
+    // Node 2 returns: a leader is elected, its barrier opens node 3's gates.
+    nodes[1] = Some(cluster.start(1));
+    wait_ready(nodes[2].as_ref().expect("node 3")).await;
+    let third = nodes[2].as_ref().expect("node 3");
+    assert_eq!(metrics(third).await["recovery_gates"], serde_json::json!([]));
+    converges(third, &expected).await;
+    append(&nodes, 20).await;
+    expected.push_str(&record(20));
+    for node in nodes.iter().flatten() {
+        converges(node, &expected).await;
+    }
+}
+
+async fn until_created(nodes: &[Option<Node>]) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        for node in nodes.iter().flatten() {
+            if node.put(S).content_type(TEXT).send().await.status == 201 {
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "no node created {S}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

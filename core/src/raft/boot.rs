@@ -22,6 +22,7 @@ use super::grpc_server::RaftServer;
 use super::leadership::Shed;
 use super::log_store::GroupLog;
 use super::network::NoPeers;
+use super::recovery_gate::{self, RecoveryGates};
 use super::refusals::PeerRefusals;
 use super::snapshot_store::SnapshotStore;
 use super::state_machine::GroupMachine;
@@ -33,6 +34,8 @@ const SLOT_CLUSTER_ID: u8 = 1;
 const SLOT_GROUP_COUNT: u8 = 2;
 /// The maintenance drain mark: `[1]` set, `[0]` or absent lifted.
 pub(super) const SLOT_MAINTENANCE: u8 = 3;
+/// The groups whose crash-recovery gate is still closed (`recovery_gate`).
+pub(super) const SLOT_RECOVERY_GATES: u8 = 4;
 
 /// How long groups may take to elect themselves at startup.
 const LEADER_WAIT: Duration = Duration::from_secs(30);
@@ -225,6 +228,7 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
     };
     let cache_budget = usize::try_from(raft.wal.cache_size / u64::from(config.group_count)).unwrap_or(usize::MAX);
     let clustered = !raft.peers.is_empty();
+    let recovery_gates = Arc::new(recovery_gates(&wal, &recovered, &dir, raft, config.group_count, clustered).await?);
     let members: BTreeMap<u64, BasicNode> = if clustered {
         raft.peers.iter().map(|p| (p.node_id, BasicNode { addr: p.url.clone() })).collect()
     } else {
@@ -263,6 +267,7 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
             refusals.clone(),
             objects.clone(),
             shed.clone(),
+            recovery_gates.clone(),
         );
         let _ = server.groups.set(groups.iter().map(|g| g.raft.clone()).collect());
         match raft.cluster_listen {
@@ -327,9 +332,15 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
             .map(|s| Arc::new(super::store_health::StoreHealth::new(s.s3.health))),
         drive_interval: raft.snapshot_drive_interval,
         peer_timeout: raft.balance.peer_timeout,
+        recovery_gates: recovery_gates.clone(),
     });
     if node_slot(&recovered, SLOT_MAINTENANCE).is_some_and(|v| v.first() == Some(&1)) {
         engine.restore_maintenance(true);
+    }
+    // A gated group neither campaigns nor votes until its leader's barrier.
+    engine.elect(engine.shed.may_lead());
+    for g in recovery_gates.closed_groups() {
+        tokio::spawn(recovery_gate::open_when_caught_up(engine.clone(), g));
     }
     let mut drivers = vec![
         tokio::spawn(driver::snapshots(engine.clone(), raft.snapshot_log_budget, raft.snapshot_drive_interval)),
@@ -343,6 +354,39 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
         drivers.push(tokio::spawn(driver::snapshot_gc(objects, config.group_count, raft.snapshot_drive_interval)));
     }
     Ok(RaftNode { engine, cluster_id, dir, temporary, drivers, cluster_plane, shared_raft_routes })
+}
+
+/// Reads the run state, decides which groups start gated (spec/35
+/// "Recovering after a host crash"), records a new gated set in the WAL
+/// and only then marks this run as running.
+async fn recovery_gates(
+    wal: &Wal,
+    recovered: &Recovered,
+    dir: &Path,
+    raft: &RaftConfig,
+    groups: u32,
+    clustered: bool,
+) -> anyhow::Result<RecoveryGates> {
+    let prior = recovery_gate::read_run_state(dir);
+    let records = recovered.groups.iter().any(|(g, r)| *g != NODE_GROUP && r.entries.is_some());
+    let always = raft.wal.fsync == FsyncSetting::Always;
+    let boot = recovery_gate::boot_id();
+    // A single node has no leader to catch up from: it keeps what verified.
+    let reason = if clustered { recovery_gate::lost_tail(&prior, boot.as_deref(), always, records) } else { None };
+    let kept = match node_slot(recovered, SLOT_RECOVERY_GATES) {
+        Some(raw) if clustered => RecoveryGates::decode(raw),
+        _ => Vec::new(),
+    };
+    let gates = RecoveryGates::new(groups, prior, reason, &kept);
+    if let Some(why) = reason {
+        tracing::warn!(
+            why,
+            "this voter may have lost acknowledged entries: every group waits at its recovery gate for its leader's barrier"
+        );
+        set_node_slot(wal, SLOT_RECOVERY_GATES, gates.encode()).await?;
+    }
+    recovery_gate::write_run_state(dir, false).context("writing the run state")?;
+    Ok(gates)
 }
 
 /// How long a stopping voter waits for its leaderships to move (spec/35).
@@ -379,6 +423,10 @@ impl RaftNode {
             let _ = g.raft.shutdown().await;
         }
         self.engine.wal.close().context("closing the WAL")?;
+        // Everything acknowledged is on disk: the next start needs no gate.
+        if !self.temporary {
+            recovery_gate::write_run_state(&self.dir, true).context("marking the run state clean")?;
+        }
         if self.temporary {
             std::fs::remove_dir_all(&self.dir)
                 .with_context(|| format!("removing the temporary WAL {}", self.dir.display()))?;

@@ -58,6 +58,8 @@ pub struct RaftEngine {
     pub(super) drive_interval: std::time::Duration,
     /// `governance.leadership_balance.peer_timeout`.
     pub(super) peer_timeout: std::time::Duration,
+    /// Groups that wait at their crash-recovery gate.
+    pub(super) recovery_gates: Arc<super::recovery_gate::RecoveryGates>,
     pub(super) transfers: super::leadership::TransferStats,
 }
 
@@ -202,6 +204,8 @@ impl GroupEngine for RaftEngine {
         self.refusals.metrics(&mut m);
         self.log_pressure.metrics(&mut m);
         self.store_health_metrics(&mut m);
+        m.insert("recovery_gates".into(), json!(self.recovery_gates.closed_groups()));
+        m.insert("wal_recovery".into(), self.recovery_gates.report());
         m.insert("snapshot_backend".into(), if self.objects.is_some() { "s3" } else { "inline" }.into());
         if let Some(objects) = &self.objects {
             objects.metrics(&mut m);
@@ -304,6 +308,7 @@ impl GroupEngine for RaftEngine {
         let mut m = Map::new();
         m.insert("peer_cluster_mismatches".into(), self.refusals.mismatches());
         self.store_health_metrics(&mut m);
+        m.insert("recovery_gates".into(), json!(self.recovery_gates.closed_groups()));
         m
     }
 
@@ -318,6 +323,8 @@ impl GroupEngine for RaftEngine {
     fn unready_reason(&self) -> Option<&'static str> {
         if self.guard.under_pressure() {
             Some("wal_disk_pressure")
+        } else if !self.recovery_gates.closed_groups().is_empty() {
+            Some("recovery_gate_closed")
         } else if !self.all_led() {
             Some("raft_replica_unready")
         } else {

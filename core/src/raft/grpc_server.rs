@@ -16,6 +16,7 @@ use ursula_proto::raft::v1::raft_service_server::{RaftService, RaftServiceServer
 
 use super::leadership::Shed;
 use super::pb as conv;
+use super::recovery_gate::RecoveryGates;
 use super::refusals::{Direction, PeerRefusals};
 use super::snapshot_store::{ObjectRef, SnapshotStore, Stored};
 use super::types::{GroupRaft, LogId, NodeId, Snapshot, SnapshotMeta, Vote};
@@ -46,6 +47,8 @@ pub struct RaftServer {
     shed: Arc<Shed>,
     /// Raft snapshots on S3: a peer's object is copied before it is installed.
     objects: Option<Arc<SnapshotStore>>,
+    /// A group that waits at its recovery gate grants no vote and takes no leadership.
+    gates: Arc<RecoveryGates>,
 }
 
 impl RaftServer {
@@ -56,9 +59,15 @@ impl RaftServer {
         refusals: Arc<PeerRefusals>,
         objects: Option<Arc<SnapshotStore>>,
         shed: Arc<Shed>,
+        gates: Arc<RecoveryGates>,
     ) -> RaftServer {
         let (groups, receiving) = (Arc::new(OnceLock::new()), Mutex::default());
-        RaftServer { cluster_id, node_id, configured, refusals, groups, receiving, shed, objects }
+        RaftServer { cluster_id, node_id, configured, refusals, groups, receiving, shed, objects, gates }
+    }
+
+    /// Whether the group a request names waits at its recovery gate here.
+    fn gated(&self, preamble: Option<&pb::Preamble>) -> bool {
+        preamble.is_some_and(|p| self.gates.is_closed(p.group))
     }
 
     /// A snapshot that arrives as a reference to a peer's object is copied
@@ -283,6 +292,10 @@ impl RaftService for RaftServer {
         let req = request.into_inner();
         let preamble = req.preamble.clone();
         let reply = match self.prepare(preamble.as_ref(), from, || conv::vote_request_from(req)) {
+            // It may have lost entries it acknowledged: its vote could elect an older history.
+            Ok(_) if self.gated(preamble.as_ref()) => {
+                Err(self.refusal(Kind::Draining, "this replica waits at its recovery gate and grants no vote".into()))
+            }
             Ok((raft, (rpc, false))) => raft.vote(rpc).await.map_err(|e| self.refusal(Kind::Fatal, e.to_string())),
             Ok((raft, (rpc, true))) => raft.pre_vote(rpc).await.map_err(|e| self.refusal(Kind::Fatal, e.to_string())),
             Err(r) => Err(r),
@@ -337,7 +350,9 @@ impl RaftService for RaftServer {
         let reply = match self.prepare(preamble.as_ref(), from, || conv::transfer_request_from(req)) {
             // A draining voter does not campaign: the leader's followers
             // elect another once its heartbeats stop.
-            Ok((_, rpc)) if *rpc.to_node_id() == self.node_id && !self.shed.may_lead() => {
+            Ok((_, rpc))
+                if *rpc.to_node_id() == self.node_id && (!self.shed.may_lead() || self.gated(preamble.as_ref())) =>
+            {
                 Err(self.refusal(Kind::Draining, "this voter sheds its leaderships and takes none".into()))
             }
             Ok((raft, rpc)) => {

@@ -167,9 +167,18 @@ impl RaftEngine {
         self.elect(false);
     }
 
+    /// Lets every group campaign when `campaign`, but for those that wait
+    /// at their recovery gate.
     pub(super) fn elect(&self, campaign: bool) {
-        for g in &self.groups {
-            g.raft.runtime_config().elect(campaign);
+        for (i, g) in self.groups.iter().enumerate() {
+            g.raft.runtime_config().elect(campaign && !self.recovery_gates.is_closed(i as u32));
+        }
+    }
+
+    /// Lets `group` campaign again after its recovery gate opened.
+    pub(super) fn elect_group(&self, group: u32) {
+        if let Some(g) = self.groups.get(group as usize) {
+            g.raft.runtime_config().elect(self.shed.may_lead() && !self.recovery_gates.is_closed(group));
         }
     }
 

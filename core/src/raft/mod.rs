@@ -45,6 +45,7 @@ mod maintenance;
 mod network;
 mod pb;
 mod peer_error;
+mod recovery_gate;
 mod refusals;
 mod snapshot_file;
 mod snapshot_store;

@@ -1,0 +1,224 @@
+//! Crash-recovery gates (spec/35 "Recovering after a host crash"). Under
+//! `raft.wal.fsync = "never"` a voter acknowledges appends from the page
+//! cache: a process crash loses nothing, a host crash may cost the
+//! journal's unsynced tail. The run state file tells the two apart: it
+//! names the host's boot and is marked clean after a clean stop. A voter
+//! whose last run did not stop cleanly on an earlier boot of its host, or
+//! whose run state is missing beside a non-empty journal, gates every
+//! group it holds: it neither votes nor campaigns nor takes a transfer in
+//! them until it has applied a fresh read barrier from the group's leader,
+//! so it can never vote for an older history than the one it acknowledged.
+//! The gated groups are kept in the WAL until they open.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use openraft::async_runtime::WatchReceiver;
+use serde_json::{Value, json};
+
+use super::engine::RaftEngine;
+
+const RUN_STATE: &str = "run-state";
+/// How long a gated group waits between attempts to reach its leader.
+const RETRY: Duration = Duration::from_millis(200);
+/// How long a gated replica waits to apply up to the barrier.
+const APPLY_WAIT: Duration = Duration::from_secs(5);
+
+/// What the run state file said at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PriorRun {
+    /// The last run stopped cleanly (its WAL closed and synced).
+    Clean,
+    /// The last run was still running on the host boot it names.
+    Running {
+        boot_id: String,
+    },
+    Missing,
+}
+
+impl PriorRun {
+    fn name(&self) -> &'static str {
+        match self {
+            PriorRun::Clean => "clean",
+            PriorRun::Running { .. } => "running",
+            PriorRun::Missing => "missing",
+        }
+    }
+}
+
+/// Why the journal may have lost acknowledged entries, or `None`.
+pub fn lost_tail(
+    prior: &PriorRun,
+    boot_id: Option<&str>,
+    fsync_always: bool,
+    journal_holds_records: bool,
+) -> Option<&'static str> {
+    match prior {
+        PriorRun::Clean => None,
+        PriorRun::Missing if journal_holds_records => Some("the run state is missing beside a non-empty journal"),
+        PriorRun::Missing => None,
+        PriorRun::Running { .. } if fsync_always => None,
+        // The same boot: only the process died, the page cache kept every write.
+        PriorRun::Running { boot_id: was } if boot_id == Some(was.as_str()) => None,
+        PriorRun::Running { .. } => Some("the host restarted since the last run, which did not stop cleanly"),
+    }
+}
+
+/// The host's current boot, where the kernel names it.
+pub fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok().map(|s| s.trim().to_owned())
+}
+
+pub fn read_run_state(dir: &Path) -> PriorRun {
+    match std::fs::read_to_string(dir.join(RUN_STATE)) {
+        Ok(text) if text.trim() == "clean" => PriorRun::Clean,
+        Ok(text) => match text.trim().strip_prefix("running ") {
+            Some(boot) => PriorRun::Running { boot_id: boot.to_owned() },
+            None => PriorRun::Running { boot_id: String::new() },
+        },
+        Err(_) => PriorRun::Missing,
+    }
+}
+
+/// Writes the run state durably: `running <boot>` at start, `clean` after
+/// a clean stop.
+pub fn write_run_state(dir: &Path, clean: bool) -> std::io::Result<()> {
+    let text = if clean { "clean\n".to_owned() } else { format!("running {}\n", boot_id().unwrap_or_default()) };
+    let tmp: PathBuf = dir.join(format!("{RUN_STATE}.tmp"));
+    let mut file = std::fs::File::create(&tmp)?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, dir.join(RUN_STATE))?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// The groups gated on this node, and why.
+pub struct RecoveryGates {
+    closed: Vec<AtomicBool>,
+    prior: PriorRun,
+    reason: Option<&'static str>,
+    /// Serializes the writes of the gated set to the WAL.
+    persisting: Mutex<()>,
+}
+
+impl RecoveryGates {
+    pub fn new(groups: u32, prior: PriorRun, reason: Option<&'static str>, kept: &[u32]) -> RecoveryGates {
+        let closed = (0..groups).map(|g| AtomicBool::new(reason.is_some() || kept.contains(&g))).collect();
+        RecoveryGates { closed, prior, reason, persisting: Mutex::new(()) }
+    }
+
+    pub fn is_closed(&self, group: u32) -> bool {
+        self.closed.get(group as usize).is_some_and(|c| c.load(Ordering::SeqCst))
+    }
+
+    pub fn closed_groups(&self) -> Vec<u32> {
+        (0..self.closed.len() as u32).filter(|g| self.is_closed(*g)).collect()
+    }
+
+    /// The gated set as the WAL keeps it: one byte per group.
+    pub fn encode(&self) -> Bytes {
+        self.closed.iter().map(|c| u8::from(c.load(Ordering::SeqCst))).collect::<Vec<u8>>().into()
+    }
+
+    pub fn decode(raw: &[u8]) -> Vec<u32> {
+        raw.iter().enumerate().filter(|(_, b)| **b == 1).map(|(g, _)| g as u32).collect()
+    }
+
+    pub fn report(&self) -> Value {
+        json!({
+            "prior_run": self.prior.name(),
+            "lost_tail_possible": self.reason.is_some(),
+            "reason": self.reason,
+        })
+    }
+}
+
+/// Opens `group`'s gate once this replica applied a fresh barrier from the
+/// group's leader; then keeps the remaining set in the WAL.
+pub async fn open_when_caught_up(engine: Arc<RaftEngine>, group: u32) {
+    let gates = engine.recovery_gates.clone();
+    let Some(g) = engine.groups().get(group as usize) else { return };
+    while gates.is_closed(group) {
+        let leader = g.raft.metrics().borrow_watched().current_leader;
+        let barrier = match (leader, &engine.peers) {
+            (Some(id), Some(peers)) if id != engine.node_id => peers.read_barrier(id, group).await.ok(),
+            _ => None,
+        };
+        if let Some(index) = barrier {
+            let applied =
+                g.raft.wait(Some(APPLY_WAIT)).applied_index_at_least(Some(index), "the leader's barrier").await;
+            if applied.is_ok() {
+                open(&engine, group).await;
+                return;
+            }
+        }
+        tokio::time::sleep(RETRY).await;
+    }
+}
+
+async fn open(engine: &RaftEngine, group: u32) {
+    let gates = &engine.recovery_gates;
+    if let Some(c) = gates.closed.get(group as usize) {
+        c.store(false, Ordering::SeqCst);
+    }
+    let encoded = {
+        let _one_at_a_time = gates.persisting.lock().unwrap_or_else(|p| p.into_inner());
+        gates.encode()
+    };
+    if let Err(e) = super::boot::set_node_slot(&engine.wal, super::boot::SLOT_RECOVERY_GATES, encoded).await {
+        tracing::warn!(group, error = %e, "the opened recovery gate could not be recorded; it closes again on a restart");
+    }
+    engine.elect_group(group);
+    tracing::info!(group, "recovery gate opened: the replica applied its leader's barrier");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_run_that_may_have_lost_its_tail_is_gated() {
+        let running = |boot: &str| PriorRun::Running { boot_id: boot.into() };
+        // (prior run, boot now, fsync always, journal holds records, gated)
+        let table = [
+            (PriorRun::Clean, Some("b1"), false, true, false),
+            (running("b1"), Some("b1"), false, true, false),
+            (running("b0"), Some("b1"), false, true, true),
+            (running("b0"), None, false, true, true),
+            (running("b0"), Some("b1"), true, true, false),
+            (PriorRun::Missing, Some("b1"), false, true, true),
+            (PriorRun::Missing, Some("b1"), false, false, false),
+        ];
+        for (prior, boot, always, records, gated) in table {
+            assert_eq!(
+                lost_tail(&prior, boot, always, records).is_some(),
+                gated,
+                "{prior:?} {boot:?} {always} {records}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_run_state_reads_back_what_was_written() {
+        let dir = tempfile::tempdir().expect("a dir");
+        assert_eq!(read_run_state(dir.path()), PriorRun::Missing);
+        write_run_state(dir.path(), false).expect("running");
+        let PriorRun::Running { boot_id: written } = read_run_state(dir.path()) else { panic!("running") };
+        assert_eq!(Some(written), boot_id().or(Some(String::new())));
+        write_run_state(dir.path(), true).expect("clean");
+        assert_eq!(read_run_state(dir.path()), PriorRun::Clean);
+    }
+
+    #[test]
+    fn the_gated_set_round_trips_through_its_encoding() {
+        let gates = RecoveryGates::new(5, PriorRun::Clean, None, &[1, 4]);
+        assert_eq!(gates.closed_groups(), vec![1, 4]);
+        assert_eq!(RecoveryGates::decode(&gates.encode()), vec![1, 4]);
+        let all = RecoveryGates::new(3, PriorRun::Missing, Some("why"), &[]);
+        assert_eq!(all.closed_groups(), vec![0, 1, 2]);
+    }
+}
