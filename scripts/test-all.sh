@@ -47,7 +47,7 @@ cargo test --workspace --locked
 step "node integration tests on the Raft engine (disk WAL)"
 # (cluster_leadership:: and ctl:: start their own voters whatever the engine: they ran above.)
 URSULA_TEST_ENGINE=raft cargo test -p ursula --test it --locked -- --skip gateway_auth:: --skip gateway_quotas:: \
-  --skip gateway_usage:: --skip cluster_leadership:: --skip ctl:: --skip telemetry:: --skip backpressure::
+  --skip gateway_usage:: --skip cluster_leadership:: --skip ctl:: --skip telemetry:: --skip backpressure:: --skip netns::
 
 step "a follower cut off during 200 MiB of 1 MiB appends catches up (heavy: alone)"
 cargo test -p ursula --test it --locked -- --ignored --exact cluster_faults::a_follower_cut_off_during_large_appends_catches_up
@@ -57,7 +57,7 @@ step "node integration tests through ursula gateway in front of three voters"
 # that start their own clusters or restart nodes already ran above.
 URSULA_TEST_ENGINE=gateway cargo test -p ursula --test it --locked -- \
   --skip durability:: --skip cluster:: --skip cluster_faults:: --skip cluster_leadership:: --skip ctl:: --skip gateway \
-  --skip stream_plane:: --skip cold:: --skip telemetry:: --skip backpressure::
+  --skip stream_plane:: --skip cold:: --skip telemetry:: --skip backpressure:: --skip netns::
 
 step "conformance suite"
 cargo build --bin ursula --locked

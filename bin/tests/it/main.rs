@@ -143,3 +143,6 @@ mod telemetry;
 
 // Admission backpressure: the inflight body budget, the live-read cap, the log pressure gate.
 mod backpressure;
+
+// Partitions, one-way cuts and a slow follower between voters in network namespaces.
+mod netns;

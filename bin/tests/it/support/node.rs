@@ -110,7 +110,25 @@ impl Node {
     /// As `spawn_logging`, with `env` set. No `OTEL_*` or `RUST_LOG` of the
     /// test's own environment reaches the process.
     pub fn spawn_env(args: &[String], data: Option<tempfile::TempDir>, log: &str, env: &[(&str, String)]) -> Node {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_ursula"));
+        Node::spawn_command(Command::new(env!("CARGO_BIN_EXE_ursula")), args, data, log, env)
+    }
+
+    /// A node in the network namespace `netns` (`ip netns exec` runs the
+    /// binary in place: the child is the node itself).
+    pub fn spawn_in_netns(netns: &str, args: &[String]) -> Node {
+        let mut command = Command::new("ip");
+        command.args(["netns", "exec", netns, env!("CARGO_BIN_EXE_ursula")]);
+        let log = std::env::var("URSULA_TEST_LOG").unwrap_or_default();
+        Node::spawn_command(command, args, None, &log, &[])
+    }
+
+    fn spawn_command(
+        mut command: Command,
+        args: &[String],
+        data: Option<tempfile::TempDir>,
+        log: &str,
+        env: &[(&str, String)],
+    ) -> Node {
         for (name, _) in std::env::vars() {
             if name.starts_with("OTEL_") || name == "RUST_LOG" {
                 command.env_remove(name);
