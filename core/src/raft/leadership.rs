@@ -101,7 +101,7 @@ impl RaftEngine {
         Ok(Transferred { group, from: self.node_id, to, term })
     }
 
-    pub(super) async fn trigger(&self, group: u32, g: &RaftGroup, to: NodeId) -> Result<(), TransferError> {
+    async fn trigger(&self, group: u32, g: &RaftGroup, to: NodeId) -> Result<(), TransferError> {
         g.raft.trigger().transfer_leader(to).await.map_err(|e| TransferError::Stopped { group, why: e.to_string() })?;
         self.transfers.triggered.fetch_add(1, Ordering::Relaxed);
         tracing::info!(group, to, "leadership transfer triggered");
@@ -149,6 +149,11 @@ impl RaftEngine {
         let willing = self.willing_peers(peer_timeout).await;
         let caught_up: Vec<Vec<NodeId>> = self.groups.iter().map(|g| self.caught_up(g)).collect();
         let moves = plan(&leaders, self.node_id, self.shed.draining(), &willing, &caught_up, max);
+        self.trigger_all(moves).await
+    }
+
+    /// Triggers each planned move; returns how many openraft took.
+    pub(super) async fn trigger_all(&self, moves: Vec<(u32, NodeId)>) -> usize {
         let mut moved = 0;
         for (group, to) in moves {
             if let Some(g) = self.groups.get(group as usize)

@@ -182,15 +182,7 @@ impl RaftEngine {
         let mut order: Vec<usize> = (0..leaders.len()).collect();
         order.sort_by_key(|g| std::cmp::Reverse(cold.hot_bytes(*g as u32)));
         let moves = super::leadership::plan_in_order(&order, &leaders, self.node_id, true, &willing, &caught_up, max);
-        let mut moved = 0;
-        for (group, to) in moves {
-            if let Some(g) = self.groups.get(group as usize)
-                && self.trigger(group, g, to).await.is_ok()
-            {
-                moved += 1;
-            }
-        }
-        moved
+        self.trigger_all(moves).await
     }
 
     pub(super) fn store_health_metrics(&self, m: &mut Map<String, Value>) {
