@@ -32,8 +32,9 @@ pub struct GroupIndex {
 
 impl GroupIndex {
     pub fn range(&self) -> Option<(u64, u64)> {
-        let last = self.base.checked_add(self.locs.len() as u64)?.checked_sub(1)?;
-        (!self.locs.is_empty()).then_some((self.base, last))
+        let len = self.locs.len() as u64;
+        let last = self.base.checked_add(len.checked_sub(1)?)?;
+        Some((self.base, last))
     }
 
     pub fn get(&self, index: u64) -> Option<Loc> {
@@ -41,9 +42,10 @@ impl GroupIndex {
         self.locs.get(i).copied()
     }
 
-    /// Index one past the last live entry.
-    fn end(&self) -> u64 {
-        self.base.saturating_add(self.locs.len() as u64)
+    /// Index one past the last live entry: past `u64::MAX` when an entry
+    /// sits there (a damaged journal may hold one), so it is wider.
+    fn end(&self) -> u128 {
+        u128::from(self.base) + self.locs.len() as u128
     }
 }
 
@@ -95,7 +97,7 @@ impl Index {
         if g.purged.as_ref().is_some_and(|(upto, _)| index <= *upto) {
             return;
         }
-        if g.locs.is_empty() || index < g.base || index > g.end() {
+        if g.locs.is_empty() || index < g.base || u128::from(index) > g.end() {
             for l in g.locs.drain(..) {
                 Self::release(&mut self.segments, l);
             }
@@ -114,7 +116,7 @@ impl Index {
     /// Removes the group's entries with index >= `since`.
     pub fn truncate(&mut self, group: u32, since: u64) {
         let Some(g) = self.groups.get_mut(&group) else { return };
-        if g.locs.is_empty() || since >= g.end() {
+        if g.locs.is_empty() || u128::from(since) >= g.end() {
             return;
         }
         let keep = usize::try_from(since.saturating_sub(g.base)).unwrap_or(usize::MAX).min(g.locs.len());
@@ -133,7 +135,11 @@ impl Index {
         while g.base <= upto {
             let Some(l) = g.locs.pop_front() else { break };
             Self::release(&mut self.segments, l);
-            g.base += 1;
+            // An entry at `u64::MAX` was the last there can be.
+            match g.base.checked_add(1) {
+                Some(next) => g.base = next,
+                None => break,
+            }
         }
         if g.locs.is_empty() {
             g.base = upto.saturating_add(1);
@@ -194,6 +200,24 @@ mod tests {
         assert_eq!(ix.groups[&1].range(), Some((21, 21)));
         assert_eq!(ix.segments[&1].live, 0);
         assert_eq!(ix.segments[&2].live, 1);
+    }
+
+    #[test]
+    fn an_entry_at_the_last_index_is_kept_truncated_and_purged_like_any_other() {
+        // Found by the `wal_frame` fuzz target (fuzz/regressions/wal_frame).
+        let mut idx = Index::default();
+        idx.append(1, u64::MAX - 1, loc(1, 0));
+        idx.append(1, u64::MAX, loc(1, 10));
+        assert_eq!(idx.groups[&1].range(), Some((u64::MAX - 1, u64::MAX)));
+        assert_eq!(idx.groups[&1].get(u64::MAX), Some(loc(1, 10)));
+        idx.truncate(1, u64::MAX);
+        assert_eq!(idx.groups[&1].range(), Some((u64::MAX - 1, u64::MAX - 1)), "the entry at MAX goes");
+        idx.append(1, u64::MAX, loc(1, 20));
+        idx.purge(1, u64::MAX, Bytes::from_static(b"p"));
+        assert_eq!(idx.groups[&1].range(), None);
+        assert_eq!(idx.segments[&1].live, 0);
+        idx.append(1, 5, loc(1, 30));
+        assert_eq!(idx.groups[&1].range(), None, "at or below the purge point: ignored");
     }
 
     #[test]
