@@ -47,6 +47,8 @@ mod pb;
 mod peer_error;
 mod recovery_gate;
 mod refusals;
+#[cfg(test)]
+mod sim;
 mod snapshot_file;
 mod snapshot_store;
 mod state_machine;
