@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the project, as .ci/run does: formatting, lints, the
-# unit, property and integration tests of the workspace (the node's
+# unit, property and integration tests of the workspace (the seeded Raft
+# simulation among them), a bounded run of each fuzz target (the node's
 # integration suite three times: on the in-memory engine, on the Raft engine
 # over a disk WAL, and through a gateway in front of three voters), then the official Durable Streams conformance suite
 # against the real server, once per JSON read mode on the in-memory engine
@@ -48,6 +49,10 @@ step "node integration tests on the Raft engine (disk WAL)"
 # (cluster_leadership:: and ctl:: start their own voters whatever the engine: they ran above.)
 URSULA_TEST_ENGINE=raft cargo test -p ursula --test it --locked -- --skip gateway_auth:: --skip gateway_quotas:: \
   --skip gateway_usage:: --skip cluster_leadership:: --skip ctl:: --skip telemetry:: --skip backpressure:: --skip netns::
+
+step "fuzz targets, a bounded run each (fuzz/, cargo-fuzz)"
+# Its own target directory: the fuzz build's sanitizer flags differ.
+CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/fuzz" scripts/fuzz.sh
 
 step "a follower cut off during 200 MiB of 1 MiB appends catches up (heavy: alone)"
 cargo test -p ursula --test it --locked -- --ignored --exact cluster_faults::a_follower_cut_off_during_large_appends_catches_up

@@ -1,0 +1,415 @@
+//! The WAL frame decoder (`ursula_wal::frame::decode`) and recovery
+//! (`ursula_wal::Wal::open`, which replays `recover.rs`).
+//!
+//! Input: the first byte picks the form of the rest.
+//! - high bit clear: raw segment files. The rest, split at `--SEG--\n`, is
+//!   the content of up to four consecutive segments, the first numbered
+//!   `1 + (byte & 15)`. Real segments written by the WAL are the seeds.
+//! - high bit set: a structured journal (`arbitrary`): frames with valid
+//!   checksums, so recovery's semantics (overwrites, truncates, purges,
+//!   checkpoints) are reached, then optional damage (a cut, a flipped byte,
+//!   trailing garbage).
+//!
+//! Properties: the decoder either refuses with the right reason or returns
+//! a frame that re-encodes to exactly the bytes it came from. Recovery never
+//! panics; it refuses (`Corrupt`) exactly when a model of the documented
+//! rules does; otherwise it keeps exactly the valid prefix of the newest
+//! segment (cut on disk, reported), every entry it reports reads back as
+//! the last frame that wrote it, and a second open finds the same state
+//! and no torn tail (the same entries only, when a forged Checkpoint frame
+//! does not carry the slots it must).
+
+#![no_main]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use bytes::Bytes;
+use libfuzzer_sys::arbitrary::{self, Arbitrary, Unstructured};
+use libfuzzer_sys::fuzz_target;
+use ursula_wal::frame::{self, Bad, FrameKind, HEADER, MAGIC, VERSION};
+use ursula_wal::{Fsync, Recovered, RecoveredGroup, Wal, WalError, WalOptions};
+
+const SEPARATOR: &[u8] = b"--SEG--\n";
+const MAX_SEGMENTS: usize = 4;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&mode, rest)) = data.split_first() else { return };
+    for start in 0..rest.len().min(64) {
+        decoder(&rest[start..]);
+    }
+    let segments = if mode & 0x80 == 0 {
+        let first = 1 + u64::from(mode & 15);
+        split(rest).into_iter().enumerate().map(|(i, s)| (first + i as u64, s.to_vec())).collect()
+    } else {
+        match Journal::arbitrary_take_rest(Unstructured::new(rest)) {
+            Ok(j) => j.render(),
+            Err(_) => return,
+        }
+    };
+    recovery(&segments);
+});
+
+fn split(mut rest: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    while out.len() + 1 < MAX_SEGMENTS {
+        match rest.windows(SEPARATOR.len()).position(|w| w == SEPARATOR) {
+            Some(at) => {
+                out.push(&rest[..at]);
+                rest = &rest[at + SEPARATOR.len()..];
+            }
+            None => break,
+        }
+    }
+    out.push(rest);
+    out
+}
+
+// ---- the decoder ----
+
+fn decoder(data: &[u8]) {
+    let magic = MAGIC.to_le_bytes();
+    match frame::decode(data) {
+        Ok(f) => {
+            assert!(f.size() <= data.len());
+            let mut again = Vec::new();
+            frame::encode(&mut again, f.kind, f.group, f.index, f.payload);
+            assert_eq!(again, &data[..f.size()], "a decoded frame re-encodes to its bytes");
+            for cut in [0, 1, 2, 3, HEADER - 1, f.size() - 1] {
+                if cut < f.size() {
+                    assert_eq!(frame::decode(&data[..cut]).err(), Some(Bad::Short), "a frame cut at {cut}");
+                }
+            }
+        }
+        Err(bad) => {
+            match bad {
+                Bad::Short => {
+                    let declared = data.get(16..20).map(|l| u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize);
+                    assert!(
+                        data.len() < HEADER || declared.is_some_and(|len| HEADER + len > data.len()),
+                        "short with {} bytes",
+                        data.len()
+                    );
+                    assert!(data.iter().zip(magic).all(|(a, b)| *a == b), "short, yet not the magic");
+                }
+                Bad::NotAFrame => assert!(data.iter().zip(magic).any(|(a, b)| *a != b)),
+                Bad::Version(v) => assert!(data[..2] == magic && data[2] == v && v != VERSION),
+                Bad::Checksum => assert!(data.len() >= HEADER && data[2] == VERSION),
+                Bad::Kind(k) => assert!(data[3] == k && !(1..=5).contains(&k)),
+            }
+            assert_eq!(bad.may_be_torn(), matches!(bad, Bad::Short | Bad::NotAFrame | Bad::Checksum));
+            assert!(!bad.to_string().is_empty());
+        }
+    }
+}
+
+// ---- a structured journal ----
+
+#[derive(Arbitrary, Debug)]
+struct Journal {
+    /// The first segment's number.
+    first: u8,
+    segments: Vec<SegmentSpec>,
+}
+
+#[derive(Arbitrary, Debug)]
+struct SegmentSpec {
+    frames: Vec<FrameSpec>,
+    damage: Option<Damage>,
+}
+
+#[derive(Arbitrary, Debug)]
+struct FrameSpec {
+    /// 1..=5 are the kinds; anything else is an unknown kind (resealed).
+    kind: u8,
+    group: Num,
+    /// For a Checkpoint, `Num::Small(0)` means "this segment's own number".
+    index: Num,
+    payload: Vec<u8>,
+}
+
+#[derive(Arbitrary, Debug)]
+enum Num {
+    Small(u8),
+    Any(u64),
+    Max,
+}
+
+#[derive(Arbitrary, Debug)]
+enum Damage {
+    /// Keep only this many bytes (modulo the length).
+    Cut(u16),
+    /// XOR one byte (position modulo the length).
+    Flip(u16, u8),
+    Garbage(Vec<u8>),
+}
+
+impl Journal {
+    fn render(&self) -> Vec<(u64, Vec<u8>)> {
+        let first = 1 + u64::from(self.first);
+        self.segments
+            .iter()
+            .take(MAX_SEGMENTS)
+            .enumerate()
+            .map(|(i, s)| {
+                let seq = first + i as u64;
+                (seq, s.render(seq))
+            })
+            .collect()
+    }
+}
+
+impl SegmentSpec {
+    fn render(&self, seq: u64) -> Vec<u8> {
+        let mut buf = Vec::new();
+        for f in &self.frames {
+            let group = match f.group {
+                Num::Small(g) => u32::from(g % 4),
+                Num::Any(g) => g as u32,
+                Num::Max => u32::MAX,
+            };
+            let index = match f.index {
+                Num::Small(0) if f.kind == 5 => seq,
+                Num::Small(i) => u64::from(i),
+                Num::Any(i) => i,
+                Num::Max => u64::MAX,
+            };
+            let start = buf.len();
+            let kind = match f.kind {
+                1 => FrameKind::Entry,
+                2 => FrameKind::State,
+                3 => FrameKind::Truncate,
+                4 => FrameKind::Purge,
+                5 => FrameKind::Checkpoint,
+                _ => FrameKind::Entry,
+            };
+            frame::encode(&mut buf, kind, group, index, &f.payload);
+            if !(1..=5).contains(&f.kind) {
+                // An unknown kind with a valid checksum.
+                buf[start + 3] = f.kind;
+                let mut crc = crc32fast::Hasher::new();
+                crc.update(&buf[start..start + 20]);
+                crc.update(&buf[start + HEADER..]);
+                let sum = crc.finalize().to_le_bytes();
+                buf[start + 20..start + HEADER].copy_from_slice(&sum);
+            }
+        }
+        match &self.damage {
+            None => {}
+            Some(Damage::Cut(n)) => {
+                let keep = usize::from(*n) % (buf.len() + 1);
+                buf.truncate(keep);
+            }
+            Some(Damage::Flip(at, x)) if !buf.is_empty() => {
+                let at = usize::from(*at) % buf.len();
+                buf[at] ^= x;
+            }
+            Some(Damage::Flip(..)) => {}
+            Some(Damage::Garbage(g)) => buf.extend_from_slice(g),
+        }
+        buf
+    }
+}
+
+// ---- the model of recovery ----
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct Group {
+    slots: BTreeMap<u8, Vec<u8>>,
+    purged: Option<(u64, Vec<u8>)>,
+    entries: BTreeMap<u64, Vec<u8>>,
+}
+
+#[derive(Debug, Default)]
+struct Model {
+    groups: BTreeMap<u32, Group>,
+    /// (offset, bytes dropped, a whole frame failed its checksum)
+    torn: Option<(u64, u64, bool)>,
+    /// The newest segment's length after the cut.
+    newest_len: u64,
+    /// Every Checkpoint frame kept the WAL's contract: the State and Purge
+    /// frames before it in its segment carry every group's slots and purge
+    /// record. The writer may then delete older segments without live
+    /// entries, so only such journals must reopen to the same slots.
+    checkpoints_complete: bool,
+    /// The (group, slot)s the current segment's State frames set so far,
+    /// and the last purge record of each group its Purge frames carry.
+    carried_slots: BTreeSet<(u32, u8)>,
+    carried_purges: BTreeMap<u32, (u64, Vec<u8>)>,
+}
+
+/// What recovery must find, per the documented rules; `None`: corruption.
+fn model(segments: &[(u64, Vec<u8>)]) -> Option<Model> {
+    let mut m = Model { checkpoints_complete: true, ..Model::default() };
+    for (i, (seq, data)) in segments.iter().enumerate() {
+        let newest = i + 1 == segments.len();
+        m.carried_slots.clear();
+        m.carried_purges.clear();
+        let mut pos = 0;
+        while pos < data.len() {
+            match frame::decode(&data[pos..]) {
+                Ok(f) => {
+                    m.apply(*seq, &f)?;
+                    pos += f.size();
+                }
+                Err(bad) => {
+                    let later_frame = (pos + 1..data.len()).any(|at| frame::decode(&data[at..]).is_ok());
+                    if !bad.may_be_torn() || !newest || later_frame {
+                        return None;
+                    }
+                    m.torn = Some((pos as u64, (data.len() - pos) as u64, bad == Bad::Checksum));
+                    break;
+                }
+            }
+        }
+        if newest {
+            m.newest_len = pos as u64;
+        }
+    }
+    Some(m)
+}
+
+impl Model {
+    fn apply(&mut self, seq: u64, f: &frame::Frame<'_>) -> Option<()> {
+        match f.kind {
+            FrameKind::Entry => {
+                let g = self.groups.entry(f.group).or_default();
+                if g.purged.as_ref().is_some_and(|(upto, _)| f.index <= *upto) {
+                    return Some(());
+                }
+                let first = g.entries.keys().next().copied();
+                let last = g.entries.keys().next_back().copied();
+                match (first, last) {
+                    (Some(first), Some(last)) if f.index >= first && f.index <= last.saturating_add(1) => {
+                        g.entries.retain(|i, _| *i < f.index);
+                    }
+                    _ => g.entries.clear(),
+                }
+                g.entries.insert(f.index, f.payload.to_vec());
+            }
+            FrameKind::State => {
+                let slot = u8::try_from(f.index).ok()?;
+                self.carried_slots.insert((f.group, slot));
+                self.groups.entry(f.group).or_default().slots.insert(slot, f.payload.to_vec());
+            }
+            FrameKind::Truncate => {
+                if let Some(g) = self.groups.get_mut(&f.group) {
+                    g.entries.retain(|i, _| *i < f.index);
+                }
+            }
+            FrameKind::Purge => {
+                self.carried_purges.insert(f.group, (f.index, f.payload.to_vec()));
+                let g = self.groups.entry(f.group).or_default();
+                if g.purged.as_ref().is_some_and(|(upto, _)| *upto > f.index) {
+                    return Some(());
+                }
+                g.entries.retain(|i, _| *i > f.index);
+                g.purged = Some((f.index, f.payload.to_vec()));
+            }
+            FrameKind::Checkpoint => {
+                if f.index != seq {
+                    return None;
+                }
+                let carried = self.groups.iter().all(|(id, g)| {
+                    g.slots.keys().all(|slot| self.carried_slots.contains(&(*id, *slot)))
+                        && (g.purged.is_none() || self.carried_purges.get(id) == g.purged.as_ref())
+                });
+                self.checkpoints_complete &= carried;
+            }
+        }
+        Some(())
+    }
+
+    fn recovered_groups(&self) -> BTreeMap<u32, RecoveredGroup> {
+        self.groups
+            .iter()
+            .map(|(id, g)| {
+                let entries =
+                    g.entries.keys().next().map(|first| (*first, *g.entries.keys().next_back().unwrap_or(first)));
+                let group = RecoveredGroup {
+                    slots: g.slots.iter().map(|(s, v)| (*s, Bytes::copy_from_slice(v))).collect(),
+                    purged: g.purged.as_ref().map(|(u, m)| (*u, Bytes::copy_from_slice(m))),
+                    entries,
+                };
+                (*id, group)
+            })
+            .filter(|(_, g)| *g != RecoveredGroup::default())
+            .collect()
+    }
+}
+
+// ---- recovery through the public API ----
+
+fn options(dir: &Path) -> WalOptions {
+    WalOptions { dir: dir.to_path_buf(), fsync: Fsync::Never, segment_size: 1 << 20 }
+}
+
+fn tempdir() -> tempfile::TempDir {
+    // Recovery fsyncs a cut tail: on tmpfs that costs nothing.
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir()
+        && let Ok(dir) = tempfile::Builder::new().prefix("ursula-fuzz-wal").tempdir_in(shm)
+    {
+        return dir;
+    }
+    tempfile::Builder::new().prefix("ursula-fuzz-wal").tempdir().expect("a temporary directory")
+}
+
+fn recovery(segments: &[(u64, Vec<u8>)]) {
+    let dir = tempdir();
+    for (seq, data) in segments {
+        std::fs::write(dir.path().join(format!("segment-{seq:020}.wal")), data).expect("write a segment");
+    }
+    let expected = model(segments);
+    let (wal, recovered) = match (Wal::open(options(dir.path())), &expected) {
+        (Ok(opened), Some(_)) => opened,
+        (Err(WalError::Corrupt { .. }), None) => return,
+        (Ok((_, r)), None) => panic!("recovery accepted a journal the rules refuse: {r:?}"),
+        (Err(e), Some(m)) => panic!("recovery refused a journal the rules accept ({m:?}): {e}"),
+        (Err(e), None) => panic!("recovery refused a corrupt journal with another error: {e}"),
+    };
+    let m = expected.expect("checked above");
+    assert_eq!(recovered.groups, m.recovered_groups(), "recovered state");
+    let newest = segments.last().map(|(seq, _)| *seq);
+    match (&recovered.torn_tail, m.torn) {
+        (None, None) => {}
+        (Some(t), Some((offset, dropped, invalid))) => {
+            assert_eq!((t.offset, t.dropped_bytes, t.complete_invalid_frame), (offset, dropped, invalid));
+            assert_eq!(Some(t.segment.as_path()), newest.map(|s| segment_path(dir.path(), s)).as_deref());
+        }
+        (got, want) => panic!("torn tail {got:?}, the rules say {want:?}"),
+    }
+    if let Some(seq) = newest {
+        let len = std::fs::metadata(segment_path(dir.path(), seq)).expect("the newest segment").len();
+        assert_eq!(len, m.newest_len, "the newest segment is cut at the end of its valid prefix");
+    }
+    for (id, g) in &m.groups {
+        for (index, payload) in &g.entries {
+            let got = wal.read(*id, *index).expect("an entry reads back");
+            assert_eq!(got.as_deref(), Some(&payload[..]), "entry {index} of group {id}");
+        }
+        if let Some(before) = g.entries.keys().next().and_then(|first| first.checked_sub(1)) {
+            assert_eq!(wal.read(*id, before).expect("reads"), None);
+        }
+    }
+    wal.close().expect("closes");
+    drop(wal);
+    // Recovery is idempotent: a second open finds the same and cuts nothing
+    // (the same entries, and the same slots and purge records unless a
+    // checkpoint broke its contract and the writer reclaimed what it lacked).
+    let (again, second) = Wal::open(options(dir.path())).expect("reopens");
+    assert_eq!(second.torn_tail, None, "a second open cuts nothing");
+    if m.checkpoints_complete {
+        assert_eq!(second.groups, recovered.groups, "a second open");
+    } else {
+        let entries = |r: &Recovered| -> BTreeMap<u32, (u64, u64)> {
+            r.groups.iter().filter_map(|(id, g)| Some((*id, g.entries?))).collect()
+        };
+        assert_eq!(entries(&second), entries(&recovered), "a second open keeps every entry");
+    }
+    again.close().expect("closes");
+}
+
+fn segment_path(dir: &Path, seq: u64) -> std::path::PathBuf {
+    dir.join(format!("segment-{seq:020}.wal"))
+}
