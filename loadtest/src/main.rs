@@ -13,6 +13,7 @@ mod otlp_sink;
 mod report;
 mod s3_server;
 mod scenarios;
+mod soak;
 mod sse;
 mod stats;
 
@@ -95,6 +96,11 @@ enum Command {
         bucket: String,
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: String,
+    },
+    /// Producers of mixed-size records for a while (faults come from scripts/soak.sh), then every stream read back and checked: lost, duplicated, out of order.
+    Soak {
+        #[command(flatten)]
+        args: soak::SoakArgs,
     },
     /// An OTLP/HTTP receiver that counts what it is sent, for benchmarks of telemetry export.
     OtlpSink {
@@ -195,7 +201,7 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
         Command::Catchup { target, args } => one(Scenario::Catchup(args), target),
         Command::ManyStreams { target, args } => one(Scenario::ManyStreams(args), target),
         Command::ConnectionFlood { target, args } => one(Scenario::ConnectionFlood(args), target),
-        Command::S3Server { .. } | Command::Issuer { .. } | Command::OtlpSink { .. } => {
+        Command::S3Server { .. } | Command::Issuer { .. } | Command::OtlpSink { .. } | Command::Soak { .. } => {
             anyhow::bail!("s3-server, issuer and otlp-sink run on their own")
         }
         Command::Compare { targets, scenario } => {
@@ -238,6 +244,11 @@ fn main() -> anyhow::Result<()> {
     if let Command::S3Server { dir, listen, access_key, secret_key } = &cli.command {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
         return runtime.block_on(s3_server::serve(dir, listen, access_key, secret_key));
+    }
+    if let Command::Soak { args } = &cli.command {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+        let held = runtime.block_on(soak::run(args.clone()))?;
+        std::process::exit(if held { 0 } else { 1 });
     }
     if let Command::OtlpSink { listen } = &cli.command {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
