@@ -17,6 +17,8 @@ for ((s = first; s < first + seeds; s += chunk)); do
   line="$(grep -E '^simulation: ' <<<"$out" | tail -n 1)"
   [ -n "$line" ] || { echo "the run from seed $s printed no verdict:"; tail -n 30 <<<"$out"; exit 2; }
   echo "$line"
+  # What each failing seed violated (its panic message).
+  grep -E '^seed [0-9]+: ' <<<"$out" || true
   bad="$(sed -nE 's/.*failing seeds: \[([0-9, ]*)\].*/\1/p' <<<"$line" | tr -d ' ')"
   [ -z "$bad" ] || IFS=, read -r -a more <<<"$bad"
   [ -z "$bad" ] || failing+=("${more[@]}")

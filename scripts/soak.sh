@@ -80,7 +80,14 @@ while kill -0 "$soak" 2>/dev/null && [ "$(date +%s)" -lt "$end" ]; do
     1) log "freeze voter $i (SIGSTOP) for 15 s"; kill -STOP "${vpids[$((i - 1))]}"; sleep 15; kill -CONT "${vpids[$((i - 1))]}"; log "voter $i thawed"; freezes=$((freezes + 1)) ;;
     2) log "stall S3 (SIGSTOP) for 20 s"; kill -STOP "$s3_pid"; sleep 20; kill -CONT "$s3_pid"; log "S3 back"; stalls=$((stalls + 1)) ;;
     3) if [ -n "$mounted" ]; then
-         log "fill voter 3's WAL filesystem"; fallocate -l 1700M "$mounted/filler" || true; sleep 20; rm -f "$mounted/filler"; log "freed"; fills=$((fills + 1))
+         # Fill all but 256 MiB (below raft.wal.min_available_size), whatever the WAL holds now.
+         free=$(df -B1M --output=avail "$mounted" | tail -n 1 | tr -d ' ')
+         if [ "$free" -gt 256 ] && fallocate -l "$((free - 256))M" "$mounted/filler"; then
+           log "filled voter 3's WAL filesystem to 256 MiB free"; fills=$((fills + 1))
+         else
+           log "voter 3's WAL filesystem already has ${free} MiB free or less: nothing to fill"
+         fi
+         sleep 20; rm -f "$mounted/filler"; log "freed"
        fi ;;
   esac
   round=$((round + 1))
