@@ -120,16 +120,21 @@ pub async fn create_at_leader(
         if status != StatusCode::TEMPORARY_REDIRECT {
             return Ok((status, placement));
         }
-        let location = header_str(&headers, "location").ok_or_else(|| anyhow!("a 307 without Location"))?;
-        let to: Uri = location.parse().with_context(|| format!("parsing Location {location}"))?;
-        let authority = to.authority().ok_or_else(|| anyhow!("Location {location} names no host"))?.clone();
-        let addr = tokio::net::lookup_host((authority.host(), authority.port_u16().unwrap_or(80)))
-            .await?
-            .next()
-            .ok_or_else(|| anyhow!("{location} resolves to no address"))?;
-        placement = Placement { addr, host: HeaderValue::from_str(authority.as_str())? };
+        placement = redirected(&headers).await?;
     }
     bail!("{}: creating {uri} was redirected more than three times", t.label)
+}
+
+/// Where a leader's `307` sends the request (its `Location`'s host).
+pub async fn redirected(headers: &HeaderMap) -> anyhow::Result<Placement> {
+    let location = header_str(headers, "location").ok_or_else(|| anyhow!("a 307 without Location"))?;
+    let to: Uri = location.parse().with_context(|| format!("parsing Location {location}"))?;
+    let authority = to.authority().ok_or_else(|| anyhow!("Location {location} names no host"))?.clone();
+    let addr = tokio::net::lookup_host((authority.host(), authority.port_u16().unwrap_or(80)))
+        .await?
+        .next()
+        .ok_or_else(|| anyhow!("{location} resolves to no address"))?;
+    Ok(Placement { addr, host: HeaderValue::from_str(authority.as_str())? })
 }
 
 /// A kept-alive HTTP/1.1 connection, reopened on demand.

@@ -17,7 +17,7 @@ use clap::Args;
 use http::{HeaderValue, Method, StatusCode, Uri};
 use http_body_util::BodyExt;
 
-use crate::client::{Conn, Placement, Target, header_str};
+use crate::client::{Conn, Placement, Target, header_str, redirected};
 
 #[derive(Args, Clone)]
 pub struct SoakArgs {
@@ -78,14 +78,7 @@ async fn call(
         if parts.status != StatusCode::TEMPORARY_REDIRECT {
             return Ok((parts.status, parts.headers, bytes));
         }
-        let location = header_str(&parts.headers, "location").ok_or_else(|| anyhow!("a 307 without Location"))?;
-        let to: Uri = location.parse()?;
-        let authority = to.authority().ok_or_else(|| anyhow!("Location names no host"))?.clone();
-        let addr = tokio::net::lookup_host((authority.host(), authority.port_u16().unwrap_or(80)))
-            .await?
-            .next()
-            .ok_or_else(|| anyhow!("{location} resolves to no address"))?;
-        *placement = Placement { addr, host: HeaderValue::from_str(authority.as_str())? };
+        *placement = redirected(&parts.headers).await?;
         *conn = Conn::to(placement);
     }
     Err(anyhow!("redirected more than three times"))

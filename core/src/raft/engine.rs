@@ -323,7 +323,7 @@ impl GroupEngine for RaftEngine {
     fn unready_reason(&self) -> Option<&'static str> {
         if self.guard.under_pressure() {
             Some("wal_disk_pressure")
-        } else if !self.recovery_gates.closed_groups().is_empty() {
+        } else if self.recovery_gates.any_closed() {
             Some("recovery_gate_closed")
         } else if !self.all_led() {
             Some("raft_replica_unready")

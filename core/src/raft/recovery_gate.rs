@@ -12,8 +12,8 @@
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -101,18 +101,23 @@ pub struct RecoveryGates {
     closed: Vec<AtomicBool>,
     prior: PriorRun,
     reason: Option<&'static str>,
-    /// Serializes the writes of the gated set to the WAL.
-    persisting: Mutex<()>,
+    /// Held from reading the gated set to its WAL write, so that an older
+    /// set never lands after a newer one.
+    persisting: tokio::sync::Mutex<()>,
 }
 
 impl RecoveryGates {
     pub fn new(groups: u32, prior: PriorRun, reason: Option<&'static str>, kept: &[u32]) -> RecoveryGates {
         let closed = (0..groups).map(|g| AtomicBool::new(reason.is_some() || kept.contains(&g))).collect();
-        RecoveryGates { closed, prior, reason, persisting: Mutex::new(()) }
+        RecoveryGates { closed, prior, reason, persisting: tokio::sync::Mutex::new(()) }
     }
 
     pub fn is_closed(&self, group: u32) -> bool {
         self.closed.get(group as usize).is_some_and(|c| c.load(Ordering::SeqCst))
+    }
+
+    pub fn any_closed(&self) -> bool {
+        self.closed.iter().any(|c| c.load(Ordering::SeqCst))
     }
 
     pub fn closed_groups(&self) -> Vec<u32> {
@@ -165,10 +170,8 @@ async fn open(engine: &RaftEngine, group: u32) {
     if let Some(c) = gates.closed.get(group as usize) {
         c.store(false, Ordering::SeqCst);
     }
-    let encoded = {
-        let _one_at_a_time = gates.persisting.lock().unwrap_or_else(|p| p.into_inner());
-        gates.encode()
-    };
+    let _one_at_a_time = gates.persisting.lock().await;
+    let encoded = gates.encode();
     if let Err(e) = super::boot::set_node_slot(&engine.wal, super::boot::SLOT_RECOVERY_GATES, encoded).await {
         tracing::warn!(group, error = %e, "the opened recovery gate could not be recorded; it closes again on a restart");
     }
