@@ -2,7 +2,8 @@
 # Runs the seeded simulation of the Raft engine (core/src/raft/sim.rs) over
 # many seeds and prints the failing ones. `cargo test` runs 200 of them.
 #   scripts/sim.sh [SEEDS] [FIRST]     (default 10000 seeds from 0)
-# Repeat one: URSULA_SIM_FIRST=<seed> URSULA_SIM_SEEDS=1 cargo test -p ursula-core --lib raft::sim -- --nocapture
+# A seed reproduces its run; repeat one:
+#   URSULA_SIM_FIRST=<seed> URSULA_SIM_SEEDS=1 cargo test -p ursula-core --lib raft::sim::seeded_runs -- --nocapture
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seeds="${1:-10000}"
@@ -13,7 +14,7 @@ failing=()
 start=$(date +%s)
 for ((s = first; s < first + seeds; s += chunk)); do
   n=$((first + seeds - s < chunk ? first + seeds - s : chunk))
-  out="$(URSULA_SIM_FIRST=$s URSULA_SIM_SEEDS=$n cargo test -p ursula-core --lib --locked -q raft::sim -- --nocapture 2>&1)"
+  out="$(URSULA_SIM_FIRST=$s URSULA_SIM_SEEDS=$n cargo test -p ursula-core --lib --locked -q raft::sim::seeded_runs -- --nocapture 2>&1)"
   line="$(grep -E '^simulation: ' <<<"$out" | tail -n 1)"
   [ -n "$line" ] || { echo "the run from seed $s printed no verdict:"; tail -n 30 <<<"$out"; exit 2; }
   echo "$line"

@@ -158,17 +158,22 @@ fn raft_settings(raft: &RaftConfig) -> anyhow::Result<Arc<openraft::Config>> {
     Ok(Arc::new(config.validate().context("Raft settings")?))
 }
 
-/// Opens the node's WAL in `raft-log` under `dir`, with what it recovered.
-pub(crate) fn open_wal(dir: &Path, wal: &WalConfig) -> anyhow::Result<(Wal, Recovered)> {
-    let options = WalOptions {
+/// The options of the node's WAL, in `raft-log` under `dir`.
+pub(crate) fn wal_options(dir: &Path, wal: &WalConfig) -> WalOptions {
+    WalOptions {
         dir: dir.join("raft-log"),
         fsync: match wal.fsync {
             FsyncSetting::Never => Fsync::Never,
             FsyncSetting::Always => Fsync::Always,
         },
         segment_size: wal.segment_size,
-    };
-    let (wal, recovered) = Wal::open(options).with_context(|| format!("opening the WAL in {}", dir.display()))?;
+    }
+}
+
+/// Opens the node's WAL in `raft-log` under `dir`, with what it recovered.
+pub(crate) fn open_wal(dir: &Path, wal: &WalConfig) -> anyhow::Result<(Wal, Recovered)> {
+    let (wal, recovered) =
+        Wal::open(wal_options(dir, wal)).with_context(|| format!("opening the WAL in {}", dir.display()))?;
     if let Some(torn) = &recovered.torn_tail {
         eprintln!(
             "ursula: recovered the WAL: dropped a torn tail of {} bytes at {}:{}",

@@ -2,6 +2,8 @@
 //!
 //! Module map:
 //! - `types`: the openraft type configuration (`Proposal`, `Outcome`).
+//! - `runtime`: openraft's Tokio runtime with a generator a simulation seeds.
+//! - `watch`: openraft's watch channel, waking receivers in a fixed order.
 //! - `codec`: log entries, votes and snapshots as bytes.
 //! - `log_store`: a group's Raft log over the WAL, with its entry cache.
 //! - `log_store_suite`: openraft's storage suite over the log store and state machine (tests).
@@ -47,6 +49,7 @@ mod pb;
 mod peer_error;
 mod recovery_gate;
 mod refusals;
+pub mod runtime;
 #[cfg(test)]
 mod sim;
 mod snapshot_file;
@@ -54,6 +57,7 @@ mod snapshot_store;
 mod state_machine;
 mod store_health;
 mod types;
+mod watch;
 
 pub use boot::{RaftNode, generate_cluster_id, start};
 pub use engine::RaftEngine;

@@ -10,11 +10,13 @@
 //! healed: each replica holds every acknowledged append at the offset it
 //! was acknowledged with, every record at most once and in order.
 //!
-//! The seed fixes the fault schedule and the client's choices. openraft
-//! draws its election timeouts from its own generator and the WAL writes
-//! on a thread of its own, so a seed repeats the same faults, not always
-//! the same interleaving. `URSULA_SIM_SEEDS` (default 200) and
-//! `URSULA_SIM_FIRST` pick the seeds; `scripts/sim.sh` runs thousands.
+//! A seed reproduces its run: it fixes the fault schedule, the client's
+//! choices and openraft's draws (election timeouts, tick phases: the
+//! runtime's generator is seeded on this thread); every task runs on one
+//! thread, the WALs write inline (no writer thread whose timing would
+//! matter) and the paused clock moves only when every task waits.
+//! `URSULA_SIM_SEEDS` (default 200) and `URSULA_SIM_FIRST` pick the seeds;
+//! `scripts/sim.sh` runs thousands.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -217,7 +219,7 @@ async fn open_voter(dir: &Path, id: NodeId, net: &Arc<Net>) -> Voter {
         min_available_size: 0,
         resume_available_size: 0,
     };
-    let (wal, recovered) = boot::open_wal(dir, &wal_config).expect("the voter's WAL");
+    let (wal, recovered) = Wal::open_inline(boot::wal_options(dir, &wal_config)).expect("the voter's WAL");
     let snapshots = boot::snapshot_dir(dir).expect("a snapshot directory");
     let (log, machine) =
         boot::open_group(0, &wal, &recovered, 1 << 20, &snapshots, "sim", None).await.expect("the group");
@@ -469,20 +471,14 @@ fn read_all(v: &Voter) -> String {
     }
 }
 
-/// Moves the paused clock on a millisecond at a time, and keeps the
-/// runtime busy so that tokio never jumps to the next timer while a WAL
-/// write (on the writer's own thread) is in flight: time passes only here.
-async fn clock() {
-    loop {
-        tokio::time::advance(Duration::from_millis(1)).await;
-        for _ in 0..4 {
-            tokio::task::yield_now().await;
-        }
-    }
+/// What a run did, to compare two runs of one seed.
+#[derive(Debug, PartialEq)]
+struct Summary {
+    acked: Acked,
+    leaders: Vec<(u64, NodeId)>,
 }
 
-async fn run(seed: u64) -> usize {
-    let clock = tokio::spawn(clock());
+async fn run(seed: u64) -> Summary {
     let root = tempfile::tempdir().expect("a directory");
     let dirs: Vec<PathBuf> = (1..=VOTERS).map(|i| root.path().join(format!("n{i}"))).collect();
     let net = Arc::new(Net {
@@ -513,8 +509,17 @@ async fn run(seed: u64) -> usize {
     for id in 1..=VOTERS {
         sim.crash(id).await;
     }
-    clock.abort();
-    sim.acked.len()
+    Summary { acked: sim.acked, leaders: sim.leaders.into_keys().collect() }
+}
+
+/// Runs one seed on a paused single-thread runtime with openraft's draws seeded.
+fn run_seed(seed: u64) -> std::thread::Result<Summary> {
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().expect("a runtime");
+    super::runtime::seed_this_thread(Some(seed));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runtime.block_on(run(seed))));
+    super::runtime::seed_this_thread(None);
+    result
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -527,10 +532,8 @@ fn seeded_runs_keep_every_acknowledged_append_once_in_order_with_one_leadership_
     let seeds = env_u64("URSULA_SIM_SEEDS", 200);
     let (mut acked, mut failing) = (0, Vec::new());
     for seed in first..first + seeds {
-        let runtime =
-            tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().expect("a runtime");
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runtime.block_on(run(seed)))) {
-            Ok(n) => acked += n,
+        match run_seed(seed) {
+            Ok(summary) => acked += summary.acked.len(),
             Err(_) => failing.push(seed),
         }
     }
@@ -538,4 +541,14 @@ fn seeded_runs_keep_every_acknowledged_append_once_in_order_with_one_leadership_
         "simulation: {seeds} seeds from {first}, {acked} acknowledged appends checked, failing seeds: {failing:?}"
     );
     assert!(failing.is_empty(), "failing seeds: {failing:?} (URSULA_SIM_FIRST=<seed> URSULA_SIM_SEEDS=1 repeats one)");
+}
+
+#[test]
+fn a_seed_repeats_its_run() {
+    for seed in [3, 1234, 8942] {
+        let first = run_seed(seed).expect("the run");
+        let again = run_seed(seed).expect("the run again");
+        assert_eq!(first, again, "seed {seed} ran differently the second time");
+        assert!(!first.acked.is_empty(), "seed {seed} acknowledged nothing");
+    }
 }

@@ -12,10 +12,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use openraft::storage::{EntryResponder, RaftStateMachine};
-use openraft::{EntryPayload, RaftSnapshotBuilder};
+use openraft::{AsyncRuntime, EntryPayload, RaftSnapshotBuilder};
 use ursula_stream::{ApplyCtx, Outcome, StreamStore};
 
 use super::codec;
+use super::runtime::SeedableRuntime;
 use super::snapshot_file;
 use super::snapshot_store::{ObjectRef, SnapshotStore, SnapshotStoreError, Stored};
 use super::types::{LogId, Snapshot, SnapshotData, SnapshotMeta, StoredMembership, TypeConfig};
@@ -163,9 +164,9 @@ impl GroupMachine {
     /// Writes the group's snapshot file, then drops what it replaced.
     async fn keep(&self, stored: &Stored, meta: &SnapshotMeta, size: u64) -> Result<(), io::Error> {
         let (dir, group, raw) = (self.snapshot_dir.clone(), self.group, stored.encode());
-        tokio::task::spawn_blocking(move || snapshot_file::write(&dir, group, &raw))
+        SeedableRuntime::spawn_blocking(move || snapshot_file::write(&dir, group, &raw))
             .await
-            .map_err(|e| sm_err(ErrorVerb::Write, &std::io::Error::other(e.to_string())))?
+            .map_err(|e| sm_err(ErrorVerb::Write, &e))?
             .map_err(|e| sm_err(ErrorVerb::Write, &e))?;
         *self.shared.current() = Some(meta.clone());
         self.shared.snapshot_bytes.store(size, Ordering::Relaxed);
@@ -343,9 +344,9 @@ impl RaftStateMachine<TypeConfig> for GroupMachine {
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
         let Some(meta) = self.shared.current().clone() else { return Ok(None) };
         let (dir, group) = (self.snapshot_dir.clone(), self.group);
-        let raw = tokio::task::spawn_blocking(move || snapshot_file::read(&dir, group))
+        let raw = SeedableRuntime::spawn_blocking(move || snapshot_file::read(&dir, group))
             .await
-            .map_err(|e| sm_err(ErrorVerb::Read, &std::io::Error::other(e.to_string())))?
+            .map_err(|e| sm_err(ErrorVerb::Read, &e))?
             .map_err(|e| sm_err(ErrorVerb::Read, &e))?;
         let Some(raw) = raw else { return Ok(None) };
         // A send names the object: it stays until the send can have ended.

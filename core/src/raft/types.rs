@@ -27,6 +27,7 @@ openraft::declare_raft_types!(
         R = Outcome,
         NodeId = u64,
         Node = BasicNode,
+        AsyncRuntime = super::runtime::SeedableRuntime,
 );
 
 pub type NodeId = u64;

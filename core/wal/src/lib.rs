@@ -23,11 +23,13 @@
 //! - `index`: what the journal holds, in memory.
 //! - `recover`: replaying segments at open; torn tails and corruption.
 //! - `writer`: the writer thread: group commit, rotation, reclaim.
+//! - `inline`: the writer run on the callers' threads, for simulation.
 //! - `error`: [`WalError`].
 
 mod error;
 pub mod frame;
 mod index;
+mod inline;
 mod recover;
 mod segment;
 mod writer;
@@ -44,6 +46,7 @@ use std::thread::{JoinHandle, ThreadId};
 use bytes::Bytes;
 pub use error::WalError;
 use index::{Index, Loc};
+use inline::InlineWriter;
 pub use segment::LOCK_FILE;
 use segment::segment_path;
 use writer::{Op, Writer};
@@ -185,8 +188,31 @@ pub struct Wal {
 struct Inner {
     shared: Arc<Shared>,
     tx: RwLock<Option<Sender<Op>>>,
-    thread: Mutex<Option<JoinHandle<()>>>,
-    writer: ThreadId,
+    runner: Runner,
+}
+
+/// Who runs the writer.
+enum Runner {
+    Thread { thread: Mutex<Option<JoinHandle<()>>>, id: ThreadId },
+    Inline(InlineWriter),
+}
+
+impl Inner {
+    fn inline(&self) -> Option<&InlineWriter> {
+        match &self.runner {
+            Runner::Inline(writer) => Some(writer),
+            Runner::Thread { .. } => None,
+        }
+    }
+
+    /// Whether this thread is the writer's (a callback): waiting on the
+    /// journal here would wait for itself.
+    fn on_writer(&self) -> bool {
+        match &self.runner {
+            Runner::Thread { id, .. } => std::thread::current().id() == *id,
+            Runner::Inline(_) => InlineWriter::writing_here(),
+        }
+    }
 }
 
 impl Drop for Inner {
@@ -194,11 +220,19 @@ impl Drop for Inner {
     /// and stops (joined, unless this is the writer thread itself).
     fn drop(&mut self) {
         self.tx.write().unwrap_or_else(|p| p.into_inner()).take();
-        let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(thread) = thread
-            && std::thread::current().id() != self.writer
-        {
-            let _ = thread.join();
+        match &self.runner {
+            Runner::Thread { thread, id } => {
+                let thread = thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+                if let Some(thread) = thread
+                    && std::thread::current().id() != *id
+                {
+                    let _ = thread.join();
+                }
+            }
+            Runner::Inline(writer) => {
+                writer.run_queued();
+                writer.stop();
+            }
         }
     }
 }
@@ -207,6 +241,30 @@ impl Wal {
     /// Creates `dir` (and parents) if missing, locks it, replays every
     /// segment and starts the writer thread.
     pub fn open(options: WalOptions) -> Result<(Wal, Recovered), WalError> {
+        let (shared, tx, writer, recovered) = Self::prepare(&options)?;
+        let thread = std::thread::Builder::new()
+            .name("ursula-wal".into())
+            .spawn(move || writer.run())
+            .map_err(WalError::io(&options.dir))?;
+        let runner = Runner::Thread { id: thread.thread().id(), thread: Mutex::new(Some(thread)) };
+        let inner = Inner { shared, tx: RwLock::new(Some(tx)), runner };
+        Ok((Wal { inner: Arc::new(inner) }, recovered))
+    }
+
+    /// As `open`, but without a writer thread: each call writes what it
+    /// queued (and runs the callbacks) before it returns. No group commit
+    /// across threads; for a simulation that must not depend on a thread's
+    /// timing.
+    pub fn open_inline(options: WalOptions) -> Result<(Wal, Recovered), WalError> {
+        let (shared, tx, writer, recovered) = Self::prepare(&options)?;
+        let runner = Runner::Inline(InlineWriter::new(writer));
+        let inner = Inner { shared, tx: RwLock::new(Some(tx)), runner };
+        Ok((Wal { inner: Arc::new(inner) }, recovered))
+    }
+
+    /// Checks the options, locks and replays the directory, and builds the
+    /// writer with the queue it reads.
+    fn prepare(options: &WalOptions) -> Result<(Arc<Shared>, Sender<Op>, Writer, Recovered), WalError> {
         if options.segment_size < MIN_SEGMENT_SIZE {
             return Err(WalError::Options(format!(
                 "segment_size {} is below the minimum of {MIN_SEGMENT_SIZE} bytes",
@@ -239,32 +297,33 @@ impl Wal {
         stats.bytes_on_disk.store(index.bytes_on_disk(), Ordering::Relaxed);
         stats.segments.store(index.segments.len() as u64, Ordering::Relaxed);
         let shared = Arc::new(Shared {
-            dir: dir.clone(),
+            dir,
             index: Mutex::new(index),
             readers: Mutex::new(HashMap::new()),
             stats,
             closed: AtomicBool::new(false),
         });
         let (tx, rx) = mpsc::channel();
-        let writer = Writer::new(shared.clone(), rx, &options, (active, file, len), lock);
-        let thread = std::thread::Builder::new()
-            .name("ursula-wal".into())
-            .spawn(move || writer.run())
-            .map_err(WalError::io(&dir))?;
-        let inner =
-            Inner { shared, tx: RwLock::new(Some(tx)), writer: thread.thread().id(), thread: Mutex::new(Some(thread)) };
-        Ok((Wal { inner: Arc::new(inner) }, recovered))
+        let writer = Writer::new(shared.clone(), rx, options, (active, file, len), lock);
+        Ok((shared, tx, writer, recovered))
     }
 
     fn send(&self, op: Op) {
+        let inline = self.inner.inline();
         let tx = self.inner.tx.read().unwrap_or_else(|p| p.into_inner());
         let refused = match tx.as_ref() {
-            Some(tx) => tx.send(op).err().map(|e| e.0),
+            Some(tx) => {
+                inline.inspect(|w| w.queueing());
+                tx.send(op).err().map(|e| e.0)
+            }
             None => Some(op),
         };
         drop(tx);
         if let Some(op) = refused {
             (op.into_done())(Err(WalError::Closed));
+        }
+        if let Some(writer) = inline {
+            writer.run_queued();
         }
     }
 
@@ -333,7 +392,7 @@ impl Wal {
     }
 
     fn wait(&self, what: &'static str, make: impl FnOnce(Done) -> Op) -> Result<(), WalError> {
-        if std::thread::current().id() == self.inner.writer {
+        if self.inner.on_writer() {
             return Err(WalError::OnWriterThread(what));
         }
         let (tx, rx) = mpsc::channel();
@@ -351,7 +410,7 @@ impl Wal {
     /// Drains the queue, fsyncs and stops the writer (releasing the
     /// directory lock); every later call fails with `Closed`.
     pub fn close(&self) -> Result<(), WalError> {
-        if std::thread::current().id() == self.inner.writer {
+        if self.inner.on_writer() {
             return Err(WalError::OnWriterThread("close"));
         }
         // Taking the sender under the write lock: nothing can queue behind Close.
@@ -362,15 +421,24 @@ impl Wal {
         let done: Done = Box::new(move |r| {
             let _ = done_tx.send(r);
         });
-        let result = match tx.send(Op::Close { done }) {
-            Ok(()) => {
-                drop(tx);
-                done_rx.recv().unwrap_or(Err(WalError::Closed))
-            }
+        let inline = self.inner.inline();
+        inline.inspect(|w| w.queueing());
+        let sent = tx.send(Op::Close { done });
+        drop(tx);
+        if let Some(writer) = inline {
+            writer.run_queued();
+        }
+        let result = match sent {
+            Ok(()) => done_rx.recv().unwrap_or(Err(WalError::Closed)),
             Err(_) => Err(WalError::Closed),
         };
-        if let Some(thread) = self.inner.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            let _ = thread.join();
+        match &self.inner.runner {
+            Runner::Thread { thread, .. } => {
+                if let Some(thread) = thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                    let _ = thread.join();
+                }
+            }
+            Runner::Inline(writer) => writer.stop(),
         }
         self.inner.shared.closed.store(true, Ordering::Release);
         result

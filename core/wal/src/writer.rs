@@ -148,24 +148,47 @@ impl Writer {
     /// draining the queue first.
     pub fn run(mut self) {
         while let Ok(first) = self.rx.recv() {
-            let mut weight = first.weight();
-            let mut batch = vec![first];
-            while batch.len() < MAX_BATCH && weight < MAX_BATCH_BYTES {
-                match self.rx.try_recv() {
-                    Ok(op) => {
-                        weight += op.weight();
-                        batch.push(op);
-                    }
-                    Err(_) => break,
-                }
-            }
+            let batch = self.batch_from(first);
             self.write_batch(batch);
         }
+        self.finish();
+    }
+
+    /// Writes every request queued now, without waiting for more (the
+    /// inline mode's turn); returns how many it took.
+    pub fn drain(&mut self) -> usize {
+        let mut taken = 0;
+        while let Ok(first) = self.rx.try_recv() {
+            let batch = self.batch_from(first);
+            taken += batch.len();
+            self.write_batch(batch);
+        }
+        taken
+    }
+
+    /// The final fsync, once nothing more will be queued.
+    pub fn finish(&mut self) {
         if self.broken.is_none()
             && let Err(e) = self.fsync()
         {
             tracing::error!(error = %e, "WAL: the final fsync failed");
         }
+    }
+
+    /// `first` and every request already waiting behind it, up to a batch's limits.
+    fn batch_from(&mut self, first: Op) -> Vec<Op> {
+        let mut weight = first.weight();
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH && weight < MAX_BATCH_BYTES {
+            match self.rx.try_recv() {
+                Ok(op) => {
+                    weight += op.weight();
+                    batch.push(op);
+                }
+                Err(_) => break,
+            }
+        }
+        batch
     }
 
     fn path(&self) -> PathBuf {

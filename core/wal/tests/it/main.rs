@@ -4,6 +4,7 @@
 
 mod common;
 mod concurrency;
+mod inline;
 mod model;
 mod purge;
 mod recovery;
