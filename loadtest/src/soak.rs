@@ -47,8 +47,22 @@ struct Counters {
     acknowledged: AtomicU64,
     refused_503: AtomicU64,
     other_status: AtomicU64,
+    /// The other answers by status and error code, e.g. "409 PRODUCER_SEQ_GAP".
+    other_kinds: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
     transport_errors: AtomicU64,
     reads: AtomicU64,
+}
+
+impl Counters {
+    fn other(&self, status: StatusCode, body: &[u8]) {
+        self.other_status.fetch_add(1, Relaxed);
+        let code = serde_json::from_slice::<serde_json::Value>(body)
+            .ok()
+            .and_then(|v| v["error"]["code"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| "-".into());
+        let mut kinds = self.other_kinds.lock().unwrap_or_else(|p| p.into_inner());
+        *kinds.entry(format!("{} {code}", status.as_u16())).or_default() += 1;
+    }
 }
 
 fn record(stream: usize, seq: u64, pad: usize) -> Bytes {
@@ -135,7 +149,10 @@ async fn produce(
             }
             // The same write again after a pause: its producer key makes it exactly-once.
             Ok((s, _, _)) if s == StatusCode::SERVICE_UNAVAILABLE => counters.refused_503.fetch_add(1, Relaxed),
-            Ok(_) => counters.other_status.fetch_add(1, Relaxed),
+            Ok((s, _, body)) => {
+                counters.other(s, &body);
+                0
+            }
             Err(_) => {
                 conn = Conn::to(&target.placement());
                 placement = target.placement();
@@ -273,6 +290,7 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<bool> {
         "unacknowledged_present": total.unacknowledged_present,
         "refused_503": counters.refused_503.load(Relaxed),
         "other_status": counters.other_status.load(Relaxed),
+        "other_status_kinds": counters.other_kinds.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         "transport_errors": counters.transport_errors.load(Relaxed),
         "catch_up_reads": counters.reads.load(Relaxed),
         "verdict": if held { "held" } else { "VIOLATED" },
