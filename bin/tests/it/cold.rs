@@ -35,7 +35,7 @@ pub async fn metric(node: &Node, name: &str) -> u64 {
 
 /// Appends `body` in pieces, waiting out `COLD_BACKPRESSURE`; returns how
 /// many refusals it met.
-async fn append_all(node: &Node, body: &[u8]) -> usize {
+pub async fn append_all(node: &Node, body: &[u8]) -> usize {
     let mut refusals = 0;
     for piece in body.chunks(PIECE) {
         let deadline = Instant::now() + PATIENCE;
@@ -68,7 +68,7 @@ async fn read_from(node: &Node, from: u64, max_bytes: u64) -> Vec<u8> {
     }
 }
 
-async fn wait_flushed(node: &Node, at_least: u64) {
+pub async fn wait_flushed(node: &Node, at_least: u64) {
     let deadline = Instant::now() + PATIENCE;
     while metric(node, "cold_bytes_flushed").await < at_least {
         assert!(Instant::now() < deadline, "nothing reached the cold tier");

@@ -133,6 +133,8 @@ mod gateway_usage;
 
 // Issue 7: the S3 cold tier on three voters and an s3s-fs server: flush, reads across tiers, outage, damage.
 mod cold;
+// Issue 24: cold reads fetch only the blocks they need.
+mod cold_blocks;
 mod cold_parts;
 
 // Issue 7: Raft snapshots as S3 objects each voter owns; a wiped voter installs a copy.

@@ -178,27 +178,39 @@ async fn upload_and_commit<E: GroupEngine>(
     slices: Vec<Slice>,
 ) -> u64 {
     let Some(bucket) = slices.first().map(|s| s.key.bucket.clone()) else { return 0 };
-    let mut body = BytesMut::new();
+    let mut data = BytesMut::new();
     let mut pieces = Vec::with_capacity(slices.len());
+    let mut blocks = Vec::with_capacity(slices.len());
     for slice in slices {
-        let object_offset = body.len() as u64;
-        let mut hasher = blake3::Hasher::new();
+        let at = data.len();
         for chunk in &slice.chunks {
-            hasher.update(chunk);
-            body.extend_from_slice(chunk);
+            data.extend_from_slice(chunk);
         }
+        let bytes = &data[at..];
+        let values = super::blocks::block_values(bytes);
+        let len = bytes.len() as u64;
+        let digest = super::blocks::root(&values, len).unwrap_or_else(|| *blake3::hash(bytes).as_bytes());
         pieces.push(ColdPiece {
             key: slice.key,
             incarnation: slice.incarnation,
             start: Offset(slice.start),
-            len: body.len() as u64 - object_offset,
-            object_offset,
-            digest: *hasher.finalize().as_bytes(),
+            len,
+            object_offset: at as u64,
+            digest,
         });
+        blocks.push((at as u64, len, values));
     }
+    // The object opens with its spans' block table (`blocks`); the spans follow it.
+    let table = super::blocks::encode_table(&blocks);
+    for piece in &mut pieces {
+        piece.object_offset += table.len() as u64;
+    }
+    let mut body = BytesMut::with_capacity(table.len() + data.len());
+    body.extend_from_slice(&table);
+    body.extend_from_slice(&data);
     let name = format!("n{node_id}-{}-{}.seg", crate::clock::wall_ms(), OBJECTS.fetch_add(1, Relaxed));
     let object = cold.object_key(&bucket, group.0, &name);
-    let bytes = body.len() as u64;
+    let bytes = data.len() as u64;
     if let Err(e) = cold.store.put(&object, body.freeze()).await {
         cold.uploaded(false);
         tracing::warn!(%object, error = %e, "cold upload failed; the bytes stay hot and are tried again");

@@ -6,11 +6,13 @@
 //! - `store`: the `ColdStore` trait and its in-memory implementation.
 //! - `s3`: the S3 implementation on `aws-sdk-s3`.
 //! - `read`: materializing a read plan's cold slices (fetch, check, cut).
+//! - `blocks`: per-block digests of spans, so reads fetch only what they need.
 //! - `flush`: the background worker that uploads and commits hot ranges.
 //! - `gc`: deleting objects no stream references any more.
 //! - `snapshots`: snapshot bodies as cold objects.
 //! - `parts`: snapshot upload in parts, its bounds, commit slots and sweep.
 
+pub mod blocks;
 pub mod flush;
 pub mod gc;
 pub mod parts;
@@ -59,7 +61,9 @@ pub enum ColdBackend {
 pub struct Cold {
     pub store: Arc<dyn ColdStore>,
     pub config: ColdConfig,
-    cache: moka::sync::Cache<(String, u64), Bytes>,
+    cache: moka::sync::Cache<CacheKey, Bytes>,
+    /// Objects' block tables (`None`: an object without one).
+    tables: moka::sync::Cache<String, Option<Arc<blocks::Table>>>,
     /// Per group: hot bytes at the last flush tick plus what was appended since.
     hot: Vec<AtomicU64>,
     /// Per group: writes refused with `COLD_BACKPRESSURE`.
@@ -70,6 +74,29 @@ pub struct Cold {
     pub parts: parts::PartsState,
     /// The zero of `ColdStats`' write times.
     born: std::time::Instant,
+}
+
+/// A cached run of cold bytes: a whole span, or one block of one.
+#[derive(Debug, Clone, Hash, PartialEq, Eq)]
+pub(crate) struct CacheKey {
+    object: String,
+    offset: u64,
+    len: u64,
+}
+
+impl CacheKey {
+    fn span(span: &ursula_stream::ColdSpan) -> CacheKey {
+        CacheKey { object: span.object.clone(), offset: span.object_offset, len: span.len }
+    }
+
+    fn block(span: &ursula_stream::ColdSpan, block: u64) -> CacheKey {
+        let at = block * blocks::BLOCK;
+        CacheKey {
+            object: span.object.clone(),
+            offset: span.object_offset + at,
+            len: blocks::BLOCK.min(span.len.saturating_sub(at)),
+        }
+    }
 }
 
 /// What the snapshot-store health gate reads of the node's cold writes.
@@ -90,6 +117,9 @@ pub struct ColdStats {
     pub upload_failures: AtomicU64,
     pub bytes_flushed: AtomicU64,
     pub fetches: AtomicU64,
+    /// Fetches of some blocks of a span, not all of it.
+    pub ranged_fetches: AtomicU64,
+    pub bytes_fetched: AtomicU64,
     pub fetch_failures: AtomicU64,
     pub cache_hits: AtomicU64,
     pub backpressure_refusals: AtomicU64,
@@ -103,14 +133,16 @@ impl Cold {
     pub fn new(store: Arc<dyn ColdStore>, config: ColdConfig, groups: u32) -> Cold {
         let cache = moka::sync::Cache::builder()
             .max_capacity(config.cache_size)
-            .weigher(|k: &(String, u64), v: &Bytes| u32::try_from(k.0.len() + v.len()).unwrap_or(u32::MAX))
+            .weigher(|k: &CacheKey, v: &Bytes| u32::try_from(k.object.len() + v.len()).unwrap_or(u32::MAX))
             .build();
+        let tables = moka::sync::Cache::new(4096);
         let hot = (0..groups).map(|_| AtomicU64::new(0)).collect();
         let backpressured = (0..groups).map(|_| AtomicU64::new(0)).collect();
         Cold {
             store,
             config,
             cache,
+            tables,
             hot,
             backpressured,
             unreferenced: Default::default(),
@@ -220,6 +252,8 @@ impl Cold {
         m.insert("cold_upload_failures".into(), s.upload_failures.load(Relaxed).into());
         m.insert("cold_bytes_flushed".into(), s.bytes_flushed.load(Relaxed).into());
         m.insert("cold_fetches".into(), s.fetches.load(Relaxed).into());
+        m.insert("cold_ranged_fetches".into(), s.ranged_fetches.load(Relaxed).into());
+        m.insert("cold_bytes_fetched".into(), s.bytes_fetched.load(Relaxed).into());
         m.insert("cold_fetch_failures".into(), s.fetch_failures.load(Relaxed).into());
         m.insert("cold_cache_hits".into(), s.cache_hits.load(Relaxed).into());
         m.insert("cold_backpressure_refusals".into(), s.backpressure_refusals.load(Relaxed).into());

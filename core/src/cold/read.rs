@@ -1,19 +1,30 @@
-//! Materializing a read plan outside the group's state: each cold span a
-//! read touches is fetched whole (or taken from the cache), checked against
-//! the digest the log recorded, and sliced; a read that ended inside the
-//! cold tier is then cut at its boundary as a hot read would be.
+//! Materializing a read plan outside the group's state: the cold bytes a
+//! read touches are fetched (or taken from the cache) and checked against
+//! the digest the log recorded, then sliced; a read that ended inside the
+//! cold tier is then cut at its boundary as a hot read would be. A read of
+//! a small part of a large span fetches only the blocks it needs, checked
+//! through the object's block table (`blocks`), in parallel ranged GETs.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
+use blake3::hazmat::ChainingValue;
 use bytes::{Bytes, BytesMut};
 use ursula_stream::{BootstrapView, ColdCut, ColdSlice, ColdSpan, Offset, ReadView};
 
-use super::{Cold, ColdError};
+use super::blocks::{self, BLOCK};
+use super::{CacheKey, Cold, ColdError};
+
+/// A ranged GET fetches at most this much; longer runs go in parallel.
+const RANGE_REQUEST: u64 = 1024 * 1024;
+/// The most of an object's head a first look fetches (the header and, for
+/// most objects, the whole table).
+const HEAD_LOOK: u64 = 16 * 1024;
 
 impl Cold {
     /// The bytes of `span`, checked.
     async fn span_bytes(&self, span: &ColdSpan) -> Result<Bytes, ColdError> {
-        let key = (span.object.clone(), span.object_offset);
+        let key = CacheKey::span(span);
         if let Some(hit) = self.cache.get(&key) {
             self.stats.cache_hits.fetch_add(1, Relaxed);
             return Ok(hit);
@@ -23,6 +34,7 @@ impl Cold {
         let bytes = fetched.inspect_err(|_| {
             self.stats.fetch_failures.fetch_add(1, Relaxed);
         })?;
+        self.stats.bytes_fetched.fetch_add(bytes.len() as u64, Relaxed);
         if *blake3::hash(&bytes).as_bytes() != span.digest {
             self.stats.fetch_failures.fetch_add(1, Relaxed);
             return Err(ColdError::Corrupt(span.object.clone()));
@@ -33,20 +45,146 @@ impl Cold {
         Ok(bytes)
     }
 
+    /// The block values of `span` from its object's table, verified against
+    /// the span's digest; `None` when the object has no usable table.
+    async fn span_blocks(&self, span: &ColdSpan) -> Option<Arc<Vec<ChainingValue>>> {
+        let table = match self.tables.get(&span.object) {
+            Some(table) => table,
+            None => {
+                let table = self.fetch_table(span).await.map(Arc::new);
+                self.tables.insert(span.object.clone(), table.clone());
+                table
+            }
+        }?;
+        let entry = table.get(&span.object_offset).filter(|e| e.len == span.len)?;
+        (blocks::root(&entry.values, span.len) == Some(span.digest)).then(|| Arc::new(entry.values.clone()))
+    }
+
+    /// An object's block table; `None` for an object without one (or when
+    /// its head cannot be read: the whole-span read then reports why).
+    async fn fetch_table(&self, span: &ColdSpan) -> Option<blocks::Table> {
+        // An object with a table has it before its first span.
+        if span.object_offset < blocks::HEADER {
+            return None;
+        }
+        let look = span.object_offset.min(HEAD_LOOK);
+        let head = self.store.get_range(&span.object, 0, look).await.ok()?;
+        let len = blocks::table_len(&head)?;
+        let end = blocks::HEADER.checked_add(len)?;
+        if end > span.object_offset {
+            return None;
+        }
+        let raw = if end <= head.len() as u64 {
+            head.slice(blocks::HEADER as usize..end as usize)
+        } else {
+            self.store.get_range(&span.object, blocks::HEADER, len).await.ok()?
+        };
+        blocks::decode_table(&raw)
+    }
+
+    /// Bytes `[lo, hi)` of `span` (relative to its start) as pieces: the
+    /// blocks covering them, fetched in parallel ranges (cached blocks
+    /// taken from the cache), each checked against its value.
+    async fn span_range(
+        &self,
+        span: &ColdSpan,
+        values: &[ChainingValue],
+        lo: u64,
+        hi: u64,
+    ) -> Result<Vec<Bytes>, ColdError> {
+        let (first, last) = (lo / BLOCK, hi.div_ceil(BLOCK));
+        let mut got: Vec<Option<Bytes>> = (first..last).map(|b| self.cache.get(&CacheKey::block(span, b))).collect();
+        self.stats.cache_hits.fetch_add(got.iter().flatten().count() as u64, Relaxed);
+        // Runs of missing blocks, each split into requests of at most RANGE_REQUEST.
+        let mut requests = Vec::new();
+        let mut b = first;
+        while b < last {
+            if got[(b - first) as usize].is_some() {
+                b += 1;
+                continue;
+            }
+            let start = b;
+            while b < last && got[(b - first) as usize].is_none() && (b - start + 1) * BLOCK <= RANGE_REQUEST {
+                b += 1;
+            }
+            requests.push((start, b));
+        }
+        let fetches = requests.iter().map(|&(from, to)| self.fetch_blocks(span, values, from, to));
+        for (run, (from, _)) in futures_util::future::try_join_all(fetches).await?.into_iter().zip(&requests) {
+            for (i, block) in run.into_iter().enumerate() {
+                got[(from - first) as usize + i] = Some(block);
+            }
+        }
+        Ok(got
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, block)| {
+                let block = block?;
+                let at = (first + i as u64) * BLOCK;
+                let from = lo.saturating_sub(at) as usize;
+                let to = (hi - at).min(block.len() as u64) as usize;
+                (from < to).then(|| block.slice(from..to))
+            })
+            .collect())
+    }
+
+    /// Blocks `[from, to)` of `span` in one ranged GET, each checked.
+    async fn fetch_blocks(
+        &self,
+        span: &ColdSpan,
+        values: &[ChainingValue],
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<Bytes>, ColdError> {
+        let start = from * BLOCK;
+        let len = (to * BLOCK).min(span.len) - start;
+        self.stats.fetches.fetch_add(1, Relaxed);
+        self.stats.ranged_fetches.fetch_add(1, Relaxed);
+        let fetched = self.store.get_range(&span.object, span.object_offset + start, len).await;
+        let bytes = fetched.inspect_err(|_| {
+            self.stats.fetch_failures.fetch_add(1, Relaxed);
+        })?;
+        self.stats.bytes_fetched.fetch_add(bytes.len() as u64, Relaxed);
+        let mut out = Vec::with_capacity((to - from) as usize);
+        for b in from..to {
+            let at = ((b - from) * BLOCK) as usize;
+            let block = bytes.slice(at.min(bytes.len())..(at + BLOCK as usize).min(bytes.len()));
+            let want = values.get(b as usize);
+            if want != Some(&blocks::block_value(&block, b)) {
+                self.stats.fetch_failures.fetch_add(1, Relaxed);
+                return Err(ColdError::Corrupt(span.object.clone()));
+            }
+            if self.config.cache_size > 0 {
+                self.cache.insert(CacheKey::block(span, b), block.clone());
+            }
+            out.push(block);
+        }
+        Ok(out)
+    }
+
+    /// The bytes of one slice, as pieces: only the blocks it needs when it
+    /// is a small part of a large span with a block table, else the span.
+    async fn slice_bytes(&self, s: &ColdSlice) -> Result<Vec<Bytes>, ColdError> {
+        let span = &s.span;
+        let lo = s.from.saturating_sub(span.start).min(span.len);
+        let hi = s.to.saturating_sub(span.start).clamp(lo, span.len);
+        let whole_cached = self.config.cache_size > 0 && self.cache.contains_key(&CacheKey::span(span));
+        if !whole_cached
+            && (hi - lo) * 2 <= span.len
+            && let Some(values) = self.span_blocks(span).await
+        {
+            return self.span_range(span, &values, lo, hi).await;
+        }
+        let bytes = self.span_bytes(span).await?;
+        let (lo, hi) = ((lo as usize).min(bytes.len()), (hi as usize).min(bytes.len()));
+        Ok(vec![bytes.slice(lo..hi)])
+    }
+
     /// The stream bytes of `slices`, in order.
     #[tracing::instrument(name = "cold.fetch", level = "debug", skip_all, fields(slices = slices.len()))]
     async fn fetch(&self, slices: &[ColdSlice]) -> Result<Vec<Bytes>, ColdError> {
-        let spans = slices.iter().map(|s| self.span_bytes(&s.span));
-        let fetched = futures_util::future::try_join_all(spans).await?;
-        Ok(slices
-            .iter()
-            .zip(fetched)
-            .map(|(s, bytes)| {
-                let lo = usize::try_from(s.from - s.span.start).unwrap_or(usize::MAX).min(bytes.len());
-                let hi = usize::try_from(s.to - s.span.start).unwrap_or(usize::MAX).min(bytes.len());
-                bytes.slice(lo..hi)
-            })
-            .collect())
+        let fetched = futures_util::future::try_join_all(slices.iter().map(|s| self.slice_bytes(s))).await?;
+        Ok(fetched.into_iter().flatten().collect())
     }
 
     /// Puts the fetched cold bytes before `chunks` (cut when the plan says

@@ -1,0 +1,69 @@
+//! Cold reads by block (issue 24): a small read of a large cold span
+//! fetches only the blocks it needs, checked against the span's digest
+//! through the object's block table; a damaged block fails the reads that
+//! touch it and no other, never with wrong bytes.
+
+use crate::cluster::wait_ready;
+use crate::cold::{BIN, S, append_all, metric, wait_flushed};
+use crate::support::cluster::{Layout, Planes};
+use crate::support::offset;
+use crate::support::s3::S3Server;
+
+const BLOCK: u64 = 64 * 1024;
+/// Spans of about 1 MiB, nothing cached: every read goes to the store.
+const FLUSH: &str =
+    "flush_interval = \"100ms\"\nflush_size = \"1MiB\"\nmax_hot_size_per_group = \"8MiB\"\ncache_size = \"0\"\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_read_of_a_large_span_fetches_its_blocks_and_a_damaged_block_fails_only_its_reads() {
+    let s3 = S3Server::start().await;
+    let mut layout = Layout::new(1, "cold-blocks", 1, Planes::Shared);
+    layout.sections = s3.cold_section(FLUSH);
+    let node = layout.start(0);
+    wait_ready(&node).await;
+    node.create(S, BIN).await;
+    let body: Vec<u8> = {
+        let mut rng = fastrand::Rng::with_seed(24);
+        (0..1_500_000).map(|_| rng.u8(..)).collect()
+    };
+    append_all(&node, &body).await;
+    wait_flushed(&node, 1_000_000).await;
+
+    let (fetched, ranged) = (metric(&node, "cold_bytes_fetched").await, metric(&node, "cold_ranged_fetches").await);
+    let read = node.get(&format!("{S}?offset={}&max_bytes=5000", offset(300_000))).send().await;
+    read.expect(200);
+    assert!(read.body == body[300_000..305_000], "the bytes of a ranged read");
+    let more = metric(&node, "cold_bytes_fetched").await - fetched;
+    assert!(more <= 2 * BLOCK, "a 5,000-byte read fetched {more} bytes of a 1 MiB span");
+    assert!(metric(&node, "cold_ranged_fetches").await > ranged, "it was a ranged fetch");
+
+    // Damage one byte inside the fourth block of the first span of the
+    // largest object (after its header and table).
+    let mut files = s3.files_with("seg");
+    files.sort_by_key(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0));
+    let victim = files.last().expect("an object");
+    let mut raw = std::fs::read(victim).expect("the object");
+    assert_eq!(&raw[..8], b"ursblk1\n", "an object opens with its block table");
+    let table_len = u64::from_le_bytes(raw[8..16].try_into().expect("8 bytes"));
+    let at = (16 + table_len + 3 * BLOCK + 10) as usize;
+    raw[at] ^= 0xFF;
+    std::fs::write(victim, raw).expect("damaging the object");
+
+    // Every byte read again in small reads: those of the damaged block fail,
+    // every other read answers the bytes written.
+    let mut failed = Vec::new();
+    for from in (0..body.len() as u64).step_by(5_000) {
+        let read = node.get(&format!("{S}?offset={}&max_bytes=5000", offset(from))).send().await;
+        if read.status == 502 {
+            read.expect_error(502, "COLD_STORE_FAILED");
+            failed.push(from);
+            continue;
+        }
+        read.expect(200);
+        let end = (from as usize + read.body.len()).min(body.len());
+        assert!(read.body == body[from as usize..end], "the bytes at {from}");
+    }
+    assert!(!failed.is_empty(), "some read touched the damaged block");
+    let spread = failed.last().unwrap_or(&0) - failed.first().unwrap_or(&0);
+    assert!(spread <= BLOCK, "only the reads of one block failed: {failed:?}");
+}
