@@ -6,19 +6,19 @@
 use crate::cluster::wait_ready;
 use crate::cold::{BIN, S, append_all, metric, wait_flushed};
 use crate::support::cluster::{Layout, Planes};
-use crate::support::offset;
 use crate::support::s3::S3Server;
+use crate::support::{Node, offset};
 
 const BLOCK: u64 = 64 * 1024;
 /// Spans of about 1 MiB, nothing cached: every read goes to the store.
 const FLUSH: &str =
     "flush_interval = \"100ms\"\nflush_size = \"1MiB\"\nmax_hot_size_per_group = \"8MiB\"\ncache_size = \"0\"\n";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_small_read_of_a_large_span_fetches_its_blocks_and_a_damaged_block_fails_only_its_reads() {
-    let s3 = S3Server::start().await;
-    let mut layout = Layout::new(1, "cold-blocks", 1, Planes::Shared);
-    layout.sections = s3.cold_section(FLUSH);
+/// One voter on `s3` with `section`, a stream of 1.5 MB of random bytes
+/// written and at least 1 MB of it flushed; the node and the bytes.
+async fn flushed_stream(s3: &S3Server, id: &str, section: &str) -> (Node, Vec<u8>) {
+    let mut layout = Layout::new(1, id, 1, Planes::Shared);
+    layout.sections = s3.cold_section(section);
     let node = layout.start(0);
     wait_ready(&node).await;
     node.create(S, BIN).await;
@@ -28,6 +28,13 @@ async fn a_small_read_of_a_large_span_fetches_its_blocks_and_a_damaged_block_fai
     };
     append_all(&node, &body).await;
     wait_flushed(&node, 1_000_000).await;
+    (node, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_read_of_a_large_span_fetches_its_blocks_and_a_damaged_block_fails_only_its_reads() {
+    let s3 = S3Server::start().await;
+    let (node, body) = flushed_stream(&s3, "cold-blocks", FLUSH).await;
 
     let (fetched, ranged) = (metric(&node, "cold_bytes_fetched").await, metric(&node, "cold_ranged_fetches").await);
     let read = node.get(&format!("{S}?offset={}&max_bytes=5000", offset(300_000))).send().await;
@@ -66,4 +73,27 @@ async fn a_small_read_of_a_large_span_fetches_its_blocks_and_a_damaged_block_fai
     assert!(!failed.is_empty(), "some read touched the damaged block");
     let spread = failed.last().unwrap_or(&0) - failed.first().unwrap_or(&0);
     assert!(spread <= BLOCK, "only the reads of one block failed: {failed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_cache_a_read_fetches_the_blocks_after_it_ahead_of_the_next_read() {
+    let s3 = S3Server::start().await;
+    let section = FLUSH.replace("cache_size = \"0\"", "cache_size = \"64MiB\"");
+    let (node, body) = flushed_stream(&s3, "cold-ahead", &section).await;
+    let first = node.get(&format!("{S}?offset={}&max_bytes=5000", offset(100_000))).send().await;
+    first.expect(200);
+    assert!(first.body == body[100_000..105_000]);
+    let deadline = std::time::Instant::now() + crate::cold::PATIENCE;
+    while metric(&node, "cold_read_ahead_fetches").await == 0 || metric(&node, "cold_read_ahead_in_flight").await > 0 {
+        assert!(std::time::Instant::now() < deadline, "no read-ahead started and ended");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // The read-ahead landed in the cache: the next reads fetch nothing more.
+    let fetched = metric(&node, "cold_bytes_fetched").await;
+    for from in [140_000u64, 200_000, 400_000] {
+        let next = node.get(&format!("{S}?offset={}&max_bytes=5000", offset(from))).send().await;
+        next.expect(200);
+        assert!(next.body == body[from as usize..from as usize + 5000], "the bytes at {from}");
+    }
+    assert_eq!(metric(&node, "cold_bytes_fetched").await, fetched, "the later reads came from the read-ahead");
 }

@@ -64,6 +64,8 @@ pub struct Cold {
     cache: moka::sync::Cache<CacheKey, Bytes>,
     /// Objects' block tables (`None`: an object without one).
     tables: moka::sync::Cache<String, Option<Arc<blocks::Table>>>,
+    /// The first block of each read-ahead in flight.
+    reading_ahead: std::sync::Mutex<std::collections::HashSet<CacheKey>>,
     /// Per group: hot bytes at the last flush tick plus what was appended since.
     hot: Vec<AtomicU64>,
     /// Per group: writes refused with `COLD_BACKPRESSURE`.
@@ -120,6 +122,7 @@ pub struct ColdStats {
     /// Fetches of some blocks of a span, not all of it.
     pub ranged_fetches: AtomicU64,
     pub bytes_fetched: AtomicU64,
+    pub read_ahead_fetches: AtomicU64,
     pub fetch_failures: AtomicU64,
     pub cache_hits: AtomicU64,
     pub backpressure_refusals: AtomicU64,
@@ -143,6 +146,7 @@ impl Cold {
             config,
             cache,
             tables,
+            reading_ahead: Default::default(),
             hot,
             backpressured,
             unreferenced: Default::default(),
@@ -242,6 +246,10 @@ impl Cold {
         format!("{}{name}", self.group_prefix(bucket, group))
     }
 
+    fn reading_ahead(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<CacheKey>> {
+        self.reading_ahead.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn unreferenced_since(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, std::time::Instant>> {
         self.unreferenced.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -254,6 +262,8 @@ impl Cold {
         m.insert("cold_fetches".into(), s.fetches.load(Relaxed).into());
         m.insert("cold_ranged_fetches".into(), s.ranged_fetches.load(Relaxed).into());
         m.insert("cold_bytes_fetched".into(), s.bytes_fetched.load(Relaxed).into());
+        m.insert("cold_read_ahead_fetches".into(), s.read_ahead_fetches.load(Relaxed).into());
+        m.insert("cold_read_ahead_in_flight".into(), (self.reading_ahead().len() as u64).into());
         m.insert("cold_fetch_failures".into(), s.fetch_failures.load(Relaxed).into());
         m.insert("cold_cache_hits".into(), s.cache_hits.load(Relaxed).into());
         m.insert("cold_backpressure_refusals".into(), s.backpressure_refusals.load(Relaxed).into());

@@ -20,6 +20,8 @@ const RANGE_REQUEST: u64 = 1024 * 1024;
 /// The most of an object's head a first look fetches (the header and, for
 /// most objects, the whole table).
 const HEAD_LOOK: u64 = 16 * 1024;
+/// The least a read-ahead fetches (1 MiB), or as much as the read that started it.
+const READ_AHEAD_BLOCKS: u64 = 16;
 
 impl Cold {
     /// The bytes of `span`, checked.
@@ -86,9 +88,9 @@ impl Cold {
     /// blocks covering them, fetched in parallel ranges (cached blocks
     /// taken from the cache), each checked against its value.
     async fn span_range(
-        &self,
+        self: &Arc<Self>,
         span: &ColdSpan,
-        values: &[ChainingValue],
+        values: &Arc<Vec<ChainingValue>>,
         lo: u64,
         hi: u64,
     ) -> Result<Vec<Bytes>, ColdError> {
@@ -115,6 +117,7 @@ impl Cold {
                 got[(from - first) as usize + i] = Some(block);
             }
         }
+        self.read_ahead(span, values, last, (last - first).max(READ_AHEAD_BLOCKS));
         Ok(got
             .into_iter()
             .enumerate()
@@ -126,6 +129,32 @@ impl Cold {
                 (from < to).then(|| block.slice(from..to))
             })
             .collect())
+    }
+
+    /// A catch-up reads on where it stopped: with a cache, the next `count`
+    /// blocks of the span after `from` are fetched into it in the background
+    /// (unless they are there or on their way).
+    fn read_ahead(self: &Arc<Self>, span: &ColdSpan, values: &Arc<Vec<ChainingValue>>, from: u64, count: u64) {
+        let to = (from + count).min(values.len() as u64);
+        if self.config.cache_size == 0 || from >= to {
+            return;
+        }
+        let key = CacheKey::block(span, from);
+        if self.cache.contains_key(&key) || !self.reading_ahead().insert(key.clone()) {
+            return;
+        }
+        let (me, span, values) = (self.clone(), span.clone(), values.clone());
+        tokio::spawn(async move {
+            me.stats.read_ahead_fetches.fetch_add(1, Relaxed);
+            let runs = (from..to).step_by((RANGE_REQUEST / BLOCK) as usize).map(|b| {
+                let end = (b + RANGE_REQUEST / BLOCK).min(to);
+                me.fetch_blocks(&span, &values, b, end)
+            });
+            if let Err(e) = futures_util::future::try_join_all(runs).await {
+                tracing::debug!(object = %span.object, error = %e, "a cold read-ahead failed");
+            }
+            me.reading_ahead().remove(&key);
+        });
     }
 
     /// Blocks `[from, to)` of `span` in one ranged GET, each checked.
@@ -164,7 +193,7 @@ impl Cold {
 
     /// The bytes of one slice, as pieces: only the blocks it needs when it
     /// is a small part of a large span with a block table, else the span.
-    async fn slice_bytes(&self, s: &ColdSlice) -> Result<Vec<Bytes>, ColdError> {
+    async fn slice_bytes(self: &Arc<Self>, s: &ColdSlice) -> Result<Vec<Bytes>, ColdError> {
         let span = &s.span;
         let lo = s.from.saturating_sub(span.start).min(span.len);
         let hi = s.to.saturating_sub(span.start).clamp(lo, span.len);
@@ -182,7 +211,7 @@ impl Cold {
 
     /// The stream bytes of `slices`, in order.
     #[tracing::instrument(name = "cold.fetch", level = "debug", skip_all, fields(slices = slices.len()))]
-    async fn fetch(&self, slices: &[ColdSlice]) -> Result<Vec<Bytes>, ColdError> {
+    async fn fetch(self: &Arc<Self>, slices: &[ColdSlice]) -> Result<Vec<Bytes>, ColdError> {
         let fetched = futures_util::future::try_join_all(slices.iter().map(|s| self.slice_bytes(s))).await?;
         Ok(fetched.into_iter().flatten().collect())
     }
@@ -190,7 +219,7 @@ impl Cold {
     /// Puts the fetched cold bytes before `chunks` (cut when the plan says
     /// so, moving `next`) and clears the plan; the one step of both views.
     async fn fill(
-        &self,
+        self: &Arc<Self>,
         plan: &mut Vec<ColdSlice>,
         cut: &mut Option<ColdCut>,
         start: Offset,
@@ -220,7 +249,7 @@ impl Cold {
     }
 
     /// Fetches the cold part of a read so the view holds all its bytes.
-    pub async fn materialize(&self, view: &mut ReadView) -> Result<(), ColdError> {
+    pub async fn materialize(self: &Arc<Self>, view: &mut ReadView) -> Result<(), ColdError> {
         if view.cold.is_empty() {
             return Ok(());
         }
@@ -230,7 +259,7 @@ impl Cold {
         Ok(())
     }
 
-    pub async fn materialize_bootstrap(&self, view: &mut BootstrapView) -> Result<(), ColdError> {
+    pub async fn materialize_bootstrap(self: &Arc<Self>, view: &mut BootstrapView) -> Result<(), ColdError> {
         self.fill(&mut view.cold, &mut view.cold_cut, view.start, &mut view.updates, &mut view.next).await
     }
 }
