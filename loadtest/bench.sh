@@ -10,6 +10,7 @@
 #   TARGET: append32 append8 fanout catchup idle (issue 4), raft8 raft32 (issue 5),
 #           cluster8 cluster32 (issue 6), gateway8 gwcatchup gwchunks (issue 8),
 #           coldcatchup coldappend (issue 7), gwauth8 gwauth32 (issue 18),
+#           coldcached gwbody1m gwbody8m (issue 24),
 #           gwquota8 gwquota32 (issue 19), voters8 voters32 (issue 20),
 #           otel8 otel32 offcost8 offcost32 (issue 23; offcost* needs
 #           URSULA_BASE_BIN, a build of an earlier commit to compare with)
@@ -162,6 +163,8 @@ run_voters() {
   echo "== $name: ${cmd[*]}" | tee "$out/$name.txt"
   "${cmd[@]}" 2>&1 | tee -a "$out/$name.txt"
   stop_all "$name"
+  # Large-body targets write gigabytes: keep the disk.
+  [ -z "${BENCH_KEEP_CLUSTERS:-}" ] && rm -rf "$out/cluster-$name" || true
 }
 
 # run_otel NAME SCENARIO...: three durable nodes (fsync=never) in one run,
@@ -324,6 +327,17 @@ for t in "${targets[@]}"; do
         'flush_interval = "200ms"\nflush_size = "4MiB"\nflush_max_hot_age = "1s"\ncache_size = "0"\nmax_hot_size_per_group = "0"\n')" \
         catchup --mib 64 --passes 4 --rounds 3 --settle-secs 5
       s3_down ;;
+    # Issue 24: cold catch-up with the default cold cache (read-ahead).
+    coldcached) s3_up
+      run_engines coldcached hot "" cold "--preset default --config $(cold_config coldcached \
+        'flush_interval = "200ms"\nflush_size = "4MiB"\nflush_max_hot_age = "1s"\nmax_hot_size_per_group = "0"\n')" \
+        catchup --mib 64 --passes 4 --rounds 3 --settle-secs 5
+      s3_down ;;
+    # Issue 24: large bodies straight to the leaders and through a gateway.
+    gwbody1m) run_gateway gwbody1m direct "" gateway "" \
+      append --streams 4 --writers 4 --bytes 1048576 --duration 2 --warmup 0.5 --rounds 3 ;;
+    gwbody8m) run_gateway gwbody8m direct "" gateway "" \
+      append --streams 2 --writers 2 --bytes 8388608 --duration 2 --warmup 0.5 --rounds 3 ;;
     coldappend) s3_up
       run_engines coldappend hot "" flushing "--preset default --config $(cold_config coldappend \
         'flush_interval = "200ms"\nflush_size = "1MiB"\nmax_hot_size_per_group = "0"\n')" \
