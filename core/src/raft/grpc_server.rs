@@ -149,7 +149,13 @@ impl RaftServer {
         addr: SocketAddr,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), tonic::transport::Error> {
-        tonic::transport::Server::builder().add_service(self.service()).serve_with_shutdown(addr, shutdown).await
+        tonic::transport::Server::builder()
+            .initial_stream_window_size(ursula_proto::H2_STREAM_WINDOW)
+            .initial_connection_window_size(ursula_proto::H2_CONNECTION_WINDOW)
+            .max_frame_size(ursula_proto::H2_MAX_FRAME)
+            .add_service(self.service())
+            .serve_with_shutdown(addr, shutdown)
+            .await
     }
 }
 

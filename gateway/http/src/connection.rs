@@ -127,7 +127,14 @@ pub async fn serve<S, F, O>(
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
-    builder.http2().timer(TokioTimer::new());
+    // Gateways and peers send megabyte gRPC messages over one connection each.
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .initial_stream_window_size(ursula_proto::H2_STREAM_WINDOW)
+        .initial_connection_window_size(ursula_proto::H2_CONNECTION_WINDOW)
+        .max_frame_size(ursula_proto::H2_MAX_FRAME)
+        .max_send_buf_size(ursula_proto::H2_MAX_SEND_BUFFER);
     let connection = builder.serve_connection(TokioIo::new(tcp), service);
     let mut connection = std::pin::pin!(connection);
     let check_every = (limits.idle_timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
