@@ -145,6 +145,8 @@ mod telemetry;
 
 // Admission backpressure: the inflight body budget, the live-read cap, the log pressure gate.
 mod backpressure;
+// A follower under WAL disk pressure takes no entries (found by the soak).
+mod disk_pressure;
 
 // Partitions, one-way cuts and a slow follower between voters in network namespaces.
 mod netns;

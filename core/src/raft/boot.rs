@@ -241,6 +241,8 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
     };
     let refusals = Arc::new(PeerRefusals::default());
     let shed = Arc::new(Shed::default());
+    let guard = Arc::new(DiskGuard::new(raft.wal.min_available_size, raft.wal.resume_available_size));
+    guard.observe(available_bytes(&dir));
     let urls = raft.peers.iter().map(|p| (p.node_id, p.url.clone())).collect();
     let peers = Peers::new(cluster_id.clone(), raft.node_id, urls, refusals.clone());
     let mut groups = Vec::with_capacity(config.group_count as usize);
@@ -273,6 +275,7 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
             objects.clone(),
             shed.clone(),
             recovery_gates.clone(),
+            guard.clone(),
         );
         let _ = server.groups.set(groups.iter().map(|g| g.raft.clone()).collect());
         match raft.cluster_listen {
@@ -314,8 +317,6 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
             .with_context(|| format!("Raft group {g} elected no leader"))?;
     }
 
-    let guard = Arc::new(DiskGuard::new(raft.wal.min_available_size, raft.wal.resume_available_size));
-    guard.observe(available_bytes(&dir));
     let client_urls = raft.peers.iter().map(|p| (p.node_id, p.client_url.clone())).collect();
     let peers = clustered.then_some(peers);
     let engine = Arc::new(RaftEngine {

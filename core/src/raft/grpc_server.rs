@@ -14,6 +14,7 @@ use tonic::{Request, Response, Status};
 use ursula_proto::raft::v1 as pb;
 use ursula_proto::raft::v1::raft_service_server::{RaftService, RaftServiceServer};
 
+use super::disk_guard::DiskGuard;
 use super::leadership::Shed;
 use super::pb as conv;
 use super::recovery_gate::RecoveryGates;
@@ -49,6 +50,8 @@ pub struct RaftServer {
     objects: Option<Arc<SnapshotStore>>,
     /// A group that waits at its recovery gate grants no vote and takes no leadership.
     gates: Arc<RecoveryGates>,
+    /// Under WAL disk pressure this voter takes no log entries from a leader.
+    guard: Arc<DiskGuard>,
 }
 
 impl RaftServer {
@@ -60,9 +63,10 @@ impl RaftServer {
         objects: Option<Arc<SnapshotStore>>,
         shed: Arc<Shed>,
         gates: Arc<RecoveryGates>,
+        guard: Arc<DiskGuard>,
     ) -> RaftServer {
         let (groups, receiving) = (Arc::new(OnceLock::new()), Mutex::default());
-        RaftServer { cluster_id, node_id, configured, refusals, groups, receiving, shed, objects, gates }
+        RaftServer { cluster_id, node_id, configured, refusals, groups, receiving, shed, objects, gates, guard }
     }
 
     /// Whether the group a request names waits at its recovery gate here.
@@ -162,6 +166,13 @@ impl RaftServer {
 impl RaftServer {
     async fn append_one(&self, req: pb::AppendEntriesRequest, from: Option<SocketAddr>) -> pb::AppendEntriesReply {
         use pb::append_entries_reply::Result as R;
+        // A follower whose WAL disk runs short takes no more entries (the
+        // leader retries), so its log cannot fill the filesystem it needs
+        // for the snapshot that frees it; heartbeats still keep the term.
+        if !req.entries.is_empty() && self.guard.under_pressure() {
+            let why = "the WAL filesystem is below raft.wal.min_available_size".to_string();
+            return pb::AppendEntriesReply { result: Some(R::Refusal(self.refusal(Kind::DiskPressure, why))) };
+        }
         let preamble = req.preamble.clone();
         let reply = match self.prepare(preamble.as_ref(), from, || conv::append_request_from(req)) {
             Ok((raft, rpc)) => raft.append_entries(rpc).await.map_err(|e| self.refusal(Kind::Fatal, e.to_string())),
