@@ -18,7 +18,7 @@ use super::disk_guard::{DiskGuard, available_bytes};
 use super::driver;
 use super::engine::{RaftEngine, RaftGroup};
 use super::grpc_client::{GrpcNetwork, Peers};
-use super::grpc_server::RaftServer;
+use super::grpc_server::{RaftServer, VoterLimits};
 use super::leadership::Shed;
 use super::log_store::GroupLog;
 use super::network::NoPeers;
@@ -273,9 +273,7 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
             configured,
             refusals.clone(),
             objects.clone(),
-            shed.clone(),
-            recovery_gates.clone(),
-            guard.clone(),
+            VoterLimits { shed: shed.clone(), gates: recovery_gates.clone(), disk: guard.clone() },
         );
         let _ = server.groups.set(groups.iter().map(|g| g.raft.clone()).collect());
         match raft.cluster_listen {

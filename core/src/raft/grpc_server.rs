@@ -44,14 +44,20 @@ pub struct RaftServer {
     pub groups: Arc<OnceLock<Vec<GroupRaft>>>,
     /// Snapshots being received, by group.
     receiving: Mutex<HashMap<u32, Receiving>>,
-    /// This voter's drain mark: a draining voter takes no leadership.
-    shed: Arc<Shed>,
+    /// This voter's drain mark, recovery gates and disk guard.
+    limits: VoterLimits,
     /// Raft snapshots on S3: a peer's object is copied before it is installed.
     objects: Option<Arc<SnapshotStore>>,
+}
+
+/// What makes this voter refuse a peer's request.
+pub struct VoterLimits {
+    /// This voter's drain mark: a draining voter takes no leadership.
+    pub shed: Arc<Shed>,
     /// A group that waits at its recovery gate grants no vote and takes no leadership.
-    gates: Arc<RecoveryGates>,
+    pub gates: Arc<RecoveryGates>,
     /// Under WAL disk pressure this voter takes no log entries from a leader.
-    guard: Arc<DiskGuard>,
+    pub disk: Arc<DiskGuard>,
 }
 
 impl RaftServer {
@@ -61,17 +67,15 @@ impl RaftServer {
         configured: std::collections::HashSet<NodeId>,
         refusals: Arc<PeerRefusals>,
         objects: Option<Arc<SnapshotStore>>,
-        shed: Arc<Shed>,
-        gates: Arc<RecoveryGates>,
-        guard: Arc<DiskGuard>,
+        limits: VoterLimits,
     ) -> RaftServer {
         let (groups, receiving) = (Arc::new(OnceLock::new()), Mutex::default());
-        RaftServer { cluster_id, node_id, configured, refusals, groups, receiving, shed, objects, gates, guard }
+        RaftServer { cluster_id, node_id, configured, refusals, groups, receiving, limits, objects }
     }
 
     /// Whether the group a request names waits at its recovery gate here.
     fn gated(&self, preamble: Option<&pb::Preamble>) -> bool {
-        preamble.is_some_and(|p| self.gates.is_closed(p.group))
+        preamble.is_some_and(|p| self.limits.gates.is_closed(p.group))
     }
 
     /// A snapshot that arrives as a reference to a peer's object is copied
@@ -169,7 +173,7 @@ impl RaftServer {
         // A follower whose WAL disk runs short takes no more entries (the
         // leader retries), so its log cannot fill the filesystem it needs
         // for the snapshot that frees it; heartbeats still keep the term.
-        if !req.entries.is_empty() && self.guard.under_pressure() {
+        if !req.entries.is_empty() && self.limits.disk.under_pressure() {
             let why = "the WAL filesystem is below raft.wal.min_available_size".to_string();
             return pb::AppendEntriesReply { result: Some(R::Refusal(self.refusal(Kind::DiskPressure, why))) };
         }
@@ -368,7 +372,8 @@ impl RaftService for RaftServer {
             // A draining voter does not campaign: the leader's followers
             // elect another once its heartbeats stop.
             Ok((_, rpc))
-                if *rpc.to_node_id() == self.node_id && (!self.shed.may_lead() || self.gated(preamble.as_ref())) =>
+                if *rpc.to_node_id() == self.node_id
+                    && (!self.limits.shed.may_lead() || self.gated(preamble.as_ref())) =>
             {
                 Err(self.refusal(Kind::Draining, "this voter sheds its leaderships and takes none".into()))
             }
@@ -386,7 +391,7 @@ impl RaftService for RaftServer {
 
 impl RaftServer {
     fn shed_state(&self) -> pb::ShedState {
-        let willing = self.shed.may_lead();
+        let willing = self.limits.shed.may_lead();
         pb::ShedState { should_campaign: willing, should_accept_transfer: willing }
     }
 
