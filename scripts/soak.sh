@@ -69,11 +69,22 @@ restart() { # restart I: voter I (1-based) again from its config
   vpids[$(($1 - 1))]=$!
   printf '%s\n' "${vpids[@]}" >"$out/cluster/pids"
 }
-kills=0 freezes=0 stalls=0 fills=0
+kills=0 freezes=0 stalls=0 fills=0 dead=0
+# A voter that exited on its own is a finding: logged, counted, started again.
+check_alive() {
+  local i
+  for i in 1 2 3; do
+    if ! kill -0 "${vpids[$((i - 1))]}" 2>/dev/null; then
+      log "voter $i is not running (it exited on its own; see $out/cluster/n$i.log): starting it again"
+      dead=$((dead + 1)); restart "$i"
+    fi
+  done
+}
 end=$(($(date +%s) + duration - 30))
 sleep 30
 round=0
 while kill -0 "$soak" 2>/dev/null && [ "$(date +%s)" -lt "$end" ]; do
+  check_alive
   i=$((round % 3 + 1))
   case $((round % 4)) in
     0) log "kill -9 voter $i"; kill -9 "${vpids[$((i - 1))]}" || true; sleep 10; restart "$i"; log "voter $i restarted"; kills=$((kills + 1)) ;;
@@ -95,5 +106,6 @@ while kill -0 "$soak" 2>/dev/null && [ "$(date +%s)" -lt "$end" ]; do
 done
 rc=0; wait "$soak" || rc=$?
 cat "$out/soak.out"
-log "faults: $kills kill -9, $freezes freezes, $stalls S3 stalls, $fills disk fills; soak exit $rc"
+log "faults: $kills kill -9, $freezes freezes, $stalls S3 stalls, $fills disk fills; voters found exited: $dead; soak exit $rc"
+[ "$dead" -eq 0 ] || rc=1
 exit "$rc"
