@@ -67,7 +67,8 @@ fn subtree(values: &[ChainingValue], start: u64, end: u64) -> ChainingValue {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SpanBlocks {
     pub len: u64,
-    pub values: Vec<ChainingValue>,
+    /// Shared with every read of the span.
+    pub values: std::sync::Arc<Vec<ChainingValue>>,
 }
 
 /// An object's table: per span, by its offset in the object.
@@ -102,6 +103,13 @@ pub fn table_len(head: &[u8]) -> Option<u64> {
     (magic == MAGIC).then(|| u64::from_le_bytes(len.try_into().unwrap_or([0xff; 8])))
 }
 
+/// The bytes of the header and table of an object whose spans are `lens`
+/// long: what `encode_table` writes for them.
+pub fn table_size(lens: &[u64]) -> usize {
+    let listed: usize = lens.iter().filter(|l| **l > BLOCK).map(|l| 20 + 32 * l.div_ceil(BLOCK) as usize).sum();
+    HEADER as usize + listed
+}
+
 /// Parses a table; `None` when it is damaged (the object is then read whole).
 pub fn decode_table(mut raw: &[u8]) -> Option<Table> {
     fn take(n: usize, raw: &mut &[u8]) -> Option<Vec<u8>> {
@@ -116,7 +124,7 @@ pub fn decode_table(mut raw: &[u8]) -> Option<Table> {
         let count = u32::from_le_bytes(take(4, &mut raw)?.try_into().ok()?) as usize;
         let bytes = take(count.checked_mul(32)?, &mut raw)?;
         let values = bytes.chunks_exact(32).map(|c| c.try_into().unwrap_or([0; 32])).collect();
-        table.insert(offset, SpanBlocks { len, values });
+        table.insert(offset, SpanBlocks { len, values: std::sync::Arc::new(values) });
     }
     Some(table)
 }
@@ -157,12 +165,16 @@ mod tests {
             (3 * BLOCK + 10, 2 * BLOCK, vec![[4; 32], [5; 32]]),
         ];
         let raw = encode_table(&spans);
+        assert_eq!(raw.len(), table_size(&[10, 3 * BLOCK, 2 * BLOCK]), "its size is known from the lengths");
         let len = table_len(&raw).expect("a header");
         assert_eq!(len as usize, raw.len() - HEADER as usize);
         let table = decode_table(&raw[HEADER as usize..]).expect("a table");
         let shift = raw.len() as u64;
         assert_eq!(table.len(), 2, "a one-block span is not listed");
-        assert_eq!(table[&(10 + shift)], SpanBlocks { len: 3 * BLOCK, values: vec![[1; 32], [2; 32], [3; 32]] });
+        assert_eq!(
+            table[&(10 + shift)],
+            SpanBlocks { len: 3 * BLOCK, values: std::sync::Arc::new(vec![[1; 32], [2; 32], [3; 32]]) }
+        );
         assert_eq!(table[&(3 * BLOCK + 10 + shift)].values.len(), 2);
         assert_eq!(decode_table(&raw[HEADER as usize..raw.len() - 1]), None, "a truncated table");
         assert_eq!(table_len(b"not a header...."), None);

@@ -178,15 +178,20 @@ async fn upload_and_commit<E: GroupEngine>(
     slices: Vec<Slice>,
 ) -> u64 {
     let Some(bucket) = slices.first().map(|s| s.key.bucket.clone()) else { return 0 };
-    let mut data = BytesMut::new();
+    // The object opens with its spans' block table (`blocks`), whose size
+    // the spans' lengths fix: it is written in front once their values are known.
+    let lens: Vec<u64> = slices.iter().map(|s| s.chunks.iter().map(|c| c.len() as u64).sum()).collect();
+    let head = super::blocks::table_size(&lens);
+    let mut body = BytesMut::with_capacity(head + lens.iter().sum::<u64>() as usize);
+    body.resize(head, 0);
     let mut pieces = Vec::with_capacity(slices.len());
     let mut blocks = Vec::with_capacity(slices.len());
     for slice in slices {
-        let at = data.len();
+        let at = body.len();
         for chunk in &slice.chunks {
-            data.extend_from_slice(chunk);
+            body.extend_from_slice(chunk);
         }
-        let bytes = &data[at..];
+        let bytes = &body[at..];
         let values = super::blocks::block_values(bytes);
         let len = bytes.len() as u64;
         let digest = super::blocks::root(&values, len).unwrap_or_else(|| *blake3::hash(bytes).as_bytes());
@@ -198,19 +203,13 @@ async fn upload_and_commit<E: GroupEngine>(
             object_offset: at as u64,
             digest,
         });
-        blocks.push((at as u64, len, values));
+        blocks.push(((at - head) as u64, len, values));
     }
-    // The object opens with its spans' block table (`blocks`); the spans follow it.
-    let table = super::blocks::encode_table(&blocks);
-    for piece in &mut pieces {
-        piece.object_offset += table.len() as u64;
-    }
-    let mut body = BytesMut::with_capacity(table.len() + data.len());
-    body.extend_from_slice(&table);
-    body.extend_from_slice(&data);
+    body[..head].copy_from_slice(&super::blocks::encode_table(&blocks));
+    let data_len = body.len() - head;
     let name = format!("n{node_id}-{}-{}.seg", crate::clock::wall_ms(), OBJECTS.fetch_add(1, Relaxed));
     let object = cold.object_key(&bucket, group.0, &name);
-    let bytes = data.len() as u64;
+    let bytes = data_len as u64;
     if let Err(e) = cold.store.put(&object, body.freeze()).await {
         cold.uploaded(false);
         tracing::warn!(%object, error = %e, "cold upload failed; the bytes stay hot and are tried again");

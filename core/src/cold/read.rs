@@ -24,6 +24,22 @@ const HEAD_LOOK: u64 = 16 * 1024;
 const READ_AHEAD_BLOCKS: u64 = 16;
 
 impl Cold {
+    /// `len` bytes at `offset` of `object`, counted as a fetch.
+    async fn fetch_range(&self, object: &str, offset: u64, len: u64) -> Result<Bytes, ColdError> {
+        self.stats.fetches.fetch_add(1, Relaxed);
+        let bytes = self.store.get_range(object, offset, len).await.inspect_err(|_| {
+            self.stats.fetch_failures.fetch_add(1, Relaxed);
+        })?;
+        self.stats.bytes_fetched.fetch_add(bytes.len() as u64, Relaxed);
+        Ok(bytes)
+    }
+
+    /// A fetched run failed its check: counted, and never served.
+    fn corrupt(&self, span: &ColdSpan) -> ColdError {
+        self.stats.fetch_failures.fetch_add(1, Relaxed);
+        ColdError::Corrupt(span.object.clone())
+    }
+
     /// The bytes of `span`, checked.
     async fn span_bytes(&self, span: &ColdSpan) -> Result<Bytes, ColdError> {
         let key = CacheKey::span(span);
@@ -31,15 +47,9 @@ impl Cold {
             self.stats.cache_hits.fetch_add(1, Relaxed);
             return Ok(hit);
         }
-        self.stats.fetches.fetch_add(1, Relaxed);
-        let fetched = self.store.get_range(&span.object, span.object_offset, span.len).await;
-        let bytes = fetched.inspect_err(|_| {
-            self.stats.fetch_failures.fetch_add(1, Relaxed);
-        })?;
-        self.stats.bytes_fetched.fetch_add(bytes.len() as u64, Relaxed);
+        let bytes = self.fetch_range(&span.object, span.object_offset, span.len).await?;
         if *blake3::hash(&bytes).as_bytes() != span.digest {
-            self.stats.fetch_failures.fetch_add(1, Relaxed);
-            return Err(ColdError::Corrupt(span.object.clone()));
+            return Err(self.corrupt(span));
         }
         if self.config.cache_size > 0 {
             self.cache.insert(key, bytes.clone());
@@ -53,40 +63,39 @@ impl Cold {
         let table = match self.tables.get(&span.object) {
             Some(table) => table,
             None => {
-                let table = self.fetch_table(span).await.map(Arc::new);
+                // A head that could not be read is not remembered: the next read asks again.
+                let table = self.fetch_table(span).await.ok()?.map(Arc::new);
                 self.tables.insert(span.object.clone(), table.clone());
                 table
             }
         }?;
         let entry = table.get(&span.object_offset).filter(|e| e.len == span.len)?;
-        (blocks::root(&entry.values, span.len) == Some(span.digest)).then(|| Arc::new(entry.values.clone()))
+        (blocks::root(&entry.values, span.len) == Some(span.digest)).then(|| entry.values.clone())
     }
 
-    /// An object's block table; `None` for an object without one (or when
-    /// its head cannot be read: the whole-span read then reports why).
-    async fn fetch_table(&self, span: &ColdSpan) -> Option<blocks::Table> {
+    /// An object's block table; `Ok(None)` for an object without one.
+    async fn fetch_table(&self, span: &ColdSpan) -> Result<Option<blocks::Table>, ColdError> {
         // An object with a table has it before its first span.
         if span.object_offset < blocks::HEADER {
-            return None;
+            return Ok(None);
         }
         let look = span.object_offset.min(HEAD_LOOK);
-        let head = self.store.get_range(&span.object, 0, look).await.ok()?;
-        let len = blocks::table_len(&head)?;
-        let end = blocks::HEADER.checked_add(len)?;
+        let head = self.store.get_range(&span.object, 0, look).await?;
+        let Some(len) = blocks::table_len(&head) else { return Ok(None) };
+        let end = blocks::HEADER.saturating_add(len);
         if end > span.object_offset {
-            return None;
+            return Ok(None);
         }
         let raw = if end <= head.len() as u64 {
             head.slice(blocks::HEADER as usize..end as usize)
         } else {
-            self.store.get_range(&span.object, blocks::HEADER, len).await.ok()?
+            self.store.get_range(&span.object, blocks::HEADER, len).await?
         };
-        blocks::decode_table(&raw)
+        Ok(blocks::decode_table(&raw))
     }
 
-    /// Bytes `[lo, hi)` of `span` (relative to its start) as pieces: the
-    /// blocks covering them, fetched in parallel ranges (cached blocks
-    /// taken from the cache), each checked against its value.
+    /// Bytes `[lo, hi)` of `span` (relative to its start) as pieces of the
+    /// blocks covering them; with a cache, the blocks after them are read ahead.
     async fn span_range(
         self: &Arc<Self>,
         span: &ColdSpan,
@@ -95,9 +104,31 @@ impl Cold {
         hi: u64,
     ) -> Result<Vec<Bytes>, ColdError> {
         let (first, last) = (lo / BLOCK, hi.div_ceil(BLOCK));
+        let got = self.blocks(span, values, first, last).await?;
+        self.read_ahead(span, values, last, (last - first).max(READ_AHEAD_BLOCKS));
+        Ok(got
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, block)| {
+                let at = (first + i as u64) * BLOCK;
+                let from = lo.saturating_sub(at) as usize;
+                let to = (hi - at).min(block.len() as u64) as usize;
+                (from < to).then(|| block.slice(from..to))
+            })
+            .collect())
+    }
+
+    /// Blocks `[first, last)` of `span`: cached ones from the cache, runs
+    /// of missing ones in parallel ranged GETs of at most `RANGE_REQUEST`.
+    async fn blocks(
+        &self,
+        span: &ColdSpan,
+        values: &[ChainingValue],
+        first: u64,
+        last: u64,
+    ) -> Result<Vec<Bytes>, ColdError> {
         let mut got: Vec<Option<Bytes>> = (first..last).map(|b| self.cache.get(&CacheKey::block(span, b))).collect();
         self.stats.cache_hits.fetch_add(got.iter().flatten().count() as u64, Relaxed);
-        // Runs of missing blocks, each split into requests of at most RANGE_REQUEST.
         let mut requests = Vec::new();
         let mut b = first;
         while b < last {
@@ -117,18 +148,7 @@ impl Cold {
                 got[(from - first) as usize + i] = Some(block);
             }
         }
-        self.read_ahead(span, values, last, (last - first).max(READ_AHEAD_BLOCKS));
-        Ok(got
-            .into_iter()
-            .enumerate()
-            .filter_map(|(i, block)| {
-                let block = block?;
-                let at = (first + i as u64) * BLOCK;
-                let from = lo.saturating_sub(at) as usize;
-                let to = (hi - at).min(block.len() as u64) as usize;
-                (from < to).then(|| block.slice(from..to))
-            })
-            .collect())
+        Ok(got.into_iter().flatten().collect())
     }
 
     /// A catch-up reads on where it stopped: with a cache, the next `count`
@@ -146,18 +166,15 @@ impl Cold {
         let (me, span, values) = (self.clone(), span.clone(), values.clone());
         tokio::spawn(async move {
             me.stats.read_ahead_fetches.fetch_add(1, Relaxed);
-            let runs = (from..to).step_by((RANGE_REQUEST / BLOCK) as usize).map(|b| {
-                let end = (b + RANGE_REQUEST / BLOCK).min(to);
-                me.fetch_blocks(&span, &values, b, end)
-            });
-            if let Err(e) = futures_util::future::try_join_all(runs).await {
+            if let Err(e) = me.blocks(&span, &values, from, to).await {
                 tracing::debug!(object = %span.object, error = %e, "a cold read-ahead failed");
             }
             me.reading_ahead().remove(&key);
         });
     }
 
-    /// Blocks `[from, to)` of `span` in one ranged GET, each checked.
+    /// Blocks `[from, to)` of `span` in one ranged GET, each checked (and
+    /// cached, with a cache).
     async fn fetch_blocks(
         &self,
         span: &ColdSpan,
@@ -167,21 +184,14 @@ impl Cold {
     ) -> Result<Vec<Bytes>, ColdError> {
         let start = from * BLOCK;
         let len = (to * BLOCK).min(span.len) - start;
-        self.stats.fetches.fetch_add(1, Relaxed);
         self.stats.ranged_fetches.fetch_add(1, Relaxed);
-        let fetched = self.store.get_range(&span.object, span.object_offset + start, len).await;
-        let bytes = fetched.inspect_err(|_| {
-            self.stats.fetch_failures.fetch_add(1, Relaxed);
-        })?;
-        self.stats.bytes_fetched.fetch_add(bytes.len() as u64, Relaxed);
+        let bytes = self.fetch_range(&span.object, span.object_offset + start, len).await?;
         let mut out = Vec::with_capacity((to - from) as usize);
         for b in from..to {
             let at = ((b - from) * BLOCK) as usize;
             let block = bytes.slice(at.min(bytes.len())..(at + BLOCK as usize).min(bytes.len()));
-            let want = values.get(b as usize);
-            if want != Some(&blocks::block_value(&block, b)) {
-                self.stats.fetch_failures.fetch_add(1, Relaxed);
-                return Err(ColdError::Corrupt(span.object.clone()));
+            if values.get(b as usize) != Some(&blocks::block_value(&block, b)) {
+                return Err(self.corrupt(span));
             }
             if self.config.cache_size > 0 {
                 self.cache.insert(CacheKey::block(span, b), block.clone());
