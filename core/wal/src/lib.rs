@@ -205,6 +205,34 @@ impl Inner {
         }
     }
 
+    /// Queues `op`; an inline writer writes it (and whatever else waits)
+    /// before this returns. `Err` gives back what could not be queued.
+    fn queue(&self, tx: &Sender<Op>, op: Op) -> Result<(), Op> {
+        let inline = self.inline();
+        inline.inspect(|w| w.queueing());
+        let sent = tx.send(op).map_err(|e| e.0);
+        if let Some(writer) = inline {
+            writer.run_queued();
+        }
+        sent
+    }
+
+    /// Ends the writer once nothing more can be queued: joins its thread
+    /// (unless this is it), or stops the inline one.
+    fn stop_writer(&self) {
+        match &self.runner {
+            Runner::Thread { thread, id } => {
+                let thread = thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+                if let Some(thread) = thread
+                    && std::thread::current().id() != *id
+                {
+                    let _ = thread.join();
+                }
+            }
+            Runner::Inline(writer) => writer.stop(),
+        }
+    }
+
     /// Whether this thread is the writer's (a callback): waiting on the
     /// journal here would wait for itself.
     fn on_writer(&self) -> bool {
@@ -220,20 +248,10 @@ impl Drop for Inner {
     /// and stops (joined, unless this is the writer thread itself).
     fn drop(&mut self) {
         self.tx.write().unwrap_or_else(|p| p.into_inner()).take();
-        match &self.runner {
-            Runner::Thread { thread, id } => {
-                let thread = thread.lock().unwrap_or_else(|p| p.into_inner()).take();
-                if let Some(thread) = thread
-                    && std::thread::current().id() != *id
-                {
-                    let _ = thread.join();
-                }
-            }
-            Runner::Inline(writer) => {
-                writer.run_queued();
-                writer.stop();
-            }
+        if let Some(writer) = self.inline() {
+            writer.run_queued();
         }
+        self.stop_writer();
     }
 }
 
@@ -309,21 +327,14 @@ impl Wal {
     }
 
     fn send(&self, op: Op) {
-        let inline = self.inner.inline();
         let tx = self.inner.tx.read().unwrap_or_else(|p| p.into_inner());
         let refused = match tx.as_ref() {
-            Some(tx) => {
-                inline.inspect(|w| w.queueing());
-                tx.send(op).err().map(|e| e.0)
-            }
+            Some(tx) => self.inner.queue(tx, op).err(),
             None => Some(op),
         };
         drop(tx);
         if let Some(op) = refused {
             (op.into_done())(Err(WalError::Closed));
-        }
-        if let Some(writer) = inline {
-            writer.run_queued();
         }
     }
 
@@ -421,25 +432,13 @@ impl Wal {
         let done: Done = Box::new(move |r| {
             let _ = done_tx.send(r);
         });
-        let inline = self.inner.inline();
-        inline.inspect(|w| w.queueing());
-        let sent = tx.send(Op::Close { done });
+        let sent = self.inner.queue(&tx, Op::Close { done });
         drop(tx);
-        if let Some(writer) = inline {
-            writer.run_queued();
-        }
         let result = match sent {
             Ok(()) => done_rx.recv().unwrap_or(Err(WalError::Closed)),
             Err(_) => Err(WalError::Closed),
         };
-        match &self.inner.runner {
-            Runner::Thread { thread, .. } => {
-                if let Some(thread) = thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                    let _ = thread.join();
-                }
-            }
-            Runner::Inline(writer) => writer.stop(),
-        }
+        self.inner.stop_writer();
         self.inner.shared.closed.store(true, Ordering::Release);
         result
     }
