@@ -17,8 +17,11 @@ use ursula_proto::raft::v1::raft_service_client::RaftServiceClient;
 
 use super::peer_error::PeerError;
 
-/// Calls in flight to one peer at a time.
-const MAX_IN_FLIGHT: usize = 2;
+/// Calls in flight to one peer at a time. With one, what queues while a
+/// call is out goes in the next: three voters sharing two cores made 1.15x
+/// the appends at 32 writers with fewer, fuller calls than with two in
+/// flight, and the same at 8 (BENCHMARKS, issue 20).
+const MAX_IN_FLIGHT: usize = 1;
 /// Requests in one call.
 const MAX_BATCH: usize = 256;
 /// Bytes of requests in one call: the heartbeats of other groups in the
