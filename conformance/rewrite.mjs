@@ -26,6 +26,10 @@ import { join, dirname } from "node:path"
 import { fileURLToPath } from "node:url"
 
 const ORIGINAL = `/v1/stream/`
+const OFFSET_LITERALS = [
+  [`0000000000000000_0000000000000000`, `00000000000000000000`],
+  [`9999999999999999_9999999999999999`, `99999999999999999999`],
+]
 const prefix = process.argv[2] ?? process.env.PREFIX ?? `/conformance/`
 
 if (!/^\/([a-z0-9_-]+\/)+$/.test(prefix)) {
@@ -66,7 +70,14 @@ for (const file of files) {
     process.exit(3)
   }
 
-  const out = pristine.split(ORIGINAL).join(prefix)
+  let out = pristine.split(ORIGINAL).join(prefix)
+  // The fork tests hard-code the reference server's offsets for "zero" and
+  // "past any tail" (every occurrence is in a `Fork - ` group); an Ursula
+  // offset is 20 digits (spec/15), so they become ours. 20 nines exceed
+  // u64: still refused, as the test expects.
+  if (prefix !== ORIGINAL) {
+    for (const [theirs, ours] of OFFSET_LITERALS) out = out.split(theirs).join(ours)
+  }
   if (readFileSync(file, `utf8`) !== out) writeFileSync(file, out)
   total += exact
 }

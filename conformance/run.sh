@@ -12,6 +12,7 @@
 #                         exclusions-ndjson.txt (they expect JSON reads as an
 #                         application/json array; ursula returns
 #                         application/x-ndjson, spec/41 §7.1, spec/42 §9.4)
+#   --forks       also run the "Fork - ..." groups (82 tests), skipped otherwise
 #   --no-rewrite  keep the suite's own /v1/stream/NAME paths (for the reference
 #                 server). Default: rewrite them to /conformance/NAME, i.e. all
 #                 streams in one bucket named "conformance".
@@ -19,7 +20,7 @@
 #   after --       extra arguments for vitest (e.g. -- -t 'Stream Closure')
 #                 (exclusion names are still checked against all collected tests)
 #
-# Every describe group named "Fork - ..." is always skipped.
+# Every describe group named "Fork - ..." is skipped unless --forks.
 # Prints passed/failed/skipped and ran counts; exits non-zero on any failure.
 # Not safe to run twice concurrently with different prefixes (it rewrites
 # files under node_modules).
@@ -28,7 +29,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$here"
 
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 base_url=""
 mode="array"
@@ -40,6 +41,7 @@ while [ $# -gt 0 ]; do
     --mode) [ $# -ge 2 ] || usage; mode="$2"; shift 2 ;;
     --mode=*) mode="${1#--mode=}"; shift ;;
     --no-rewrite) rewrite=0; shift ;;
+    --forks) export CONFORMANCE_FORKS=1; shift ;;
     --reference) reference=1; rewrite=0; shift ;;
     -h|--help) usage ;;
     --) shift; extra=("$@"); break ;;

@@ -40,6 +40,8 @@ mod head;
 
 // DELETE, and what a deleted or expired stream answers afterwards.
 mod delete;
+// Forks (docs/forks.md).
+mod forks;
 
 // Connection timeouts: slow heads, idle connections, stalled bodies; live reads are not idle.
 mod connections;

@@ -15,7 +15,12 @@ pub async fn sweep_forever<E: GroupEngine>(engine: Arc<E>, every: Duration) {
     loop {
         tick.tick().await;
         for g in 0..engine.group_count() {
-            let _ = engine.propose(GroupId(g), Command::Sweep).await;
+            if let Ok(ursula_stream::Outcome::Sweep { released, .. }) = engine.propose(GroupId(g), Command::Sweep).await
+            {
+                for base in released {
+                    crate::backend::forks::release_chain(&*engine, base).await;
+                }
+            }
         }
     }
 }

@@ -10,6 +10,7 @@
 //! - `housekeeping`: the sweep of expired streams.
 
 mod admission;
+mod forks;
 mod housekeeping;
 mod ops;
 mod parts;
@@ -272,6 +273,10 @@ impl<E: GroupEngine> Streams for NodeBackend<E> {
         }
     }
 
+    async fn fork(&self, req: ursula_http::backend::ForkStream) -> Result<CreateOk, BackendError> {
+        self.fork_stream(req).await
+    }
+
     #[tracing::instrument(name = "core.append", level = "debug", skip_all)]
     async fn append(&self, cmd: AppendStream) -> Result<AppendOk, BackendError> {
         let group = self.group(&cmd.key);
@@ -295,7 +300,11 @@ impl<E: GroupEngine> Streams for NodeBackend<E> {
             Outcome::Delete(result) => result.map_err(|r| self.refused(&key, r)),
             other => Err(unexpected(&other)),
         };
-        self.settled(&key, deleted_now).await?;
+        // A fork that went releases its source (and a source collected so, its own).
+        if let Some(base) = self.settled(&key, deleted_now).await? {
+            let engine = self.engine.clone();
+            tokio::spawn(async move { forks::release_chain(&*engine, base).await });
+        }
         // The stream's staged parts go after the delete answered, in a task the node owns.
         if let (Some(cold), Some(deleted)) = (self.cold.clone(), deleted) {
             tokio::spawn(async move { cold.delete_stream_parts(&key, deleted).await });
@@ -375,6 +384,9 @@ impl<E: GroupEngine> Streams for NodeBackend<E> {
             cold.materialize(&mut view).await.map_err(Self::cold_failed)?;
         } else if !view.cold.is_empty() {
             return Err(BackendError::Internal("cold references without a cold store".into()));
+        }
+        if view.prefix.is_some() {
+            view = self.stitch_fork_read(view, query).await?;
         }
         if view.wants_renewal {
             self.renew(&key, view.info.incarnation).await?;

@@ -28,6 +28,9 @@ fn touched(command: &Command) -> Option<&StreamKey> {
         Command::Delete(c) => Some(&c.key),
         Command::PublishSnapshot(c) => Some(&c.key),
         Command::AdvanceRetention(c) => Some(&c.key),
+        Command::CreateFork(c) => Some(&c.create.key),
+        // A soft-deleted source's collection wakes no reader: it had none to serve.
+        Command::ReferenceSource(_) | Command::ReleaseSource(_) => None,
         // Moving bytes to the cold tier changes nothing a reader waits for.
         // A purge or an import wakes every reader (below): they touch many streams.
         Command::Renew(_) | Command::Sweep | Command::CommitCold(_) | Command::PurgeBucket(_) | Command::Import(_) => {

@@ -17,7 +17,8 @@ const VERSION: u8 = 1;
 /// disaster recovery"); version 3 (purge fences, no rewrites) decodes as
 /// `StoreWithoutRewrites`, version 2 (committed usage, no fences) as
 /// `StoreWithoutFences`, version 1 as `LegacyStreamStore` (counters at zero).
-const SNAPSHOT_VERSION: u8 = 4;
+const SNAPSHOT_VERSION: u8 = 5;
+const SNAPSHOT_VERSION_WITHOUT_FORKS: u8 = 4;
 const SNAPSHOT_VERSION_WITHOUT_REWRITES: u8 = 3;
 const SNAPSHOT_VERSION_WITHOUT_FENCES: u8 = 2;
 
@@ -205,6 +206,11 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<DecodedSnapshot, CodecError> {
     let failed = |e: postcard::Error| CodecError { what: "snapshot", reason: e.to_string() };
     let (head, store): (SnapshotHead, ursula_stream::StreamStore) = match bytes.split_first() {
         Some((&SNAPSHOT_VERSION, rest)) => postcard::from_bytes(rest).map_err(failed)?,
+        Some((&SNAPSHOT_VERSION_WITHOUT_FORKS, rest)) => {
+            let (head, old): (SnapshotHead, ursula_stream::store::StoreWithoutForks) =
+                postcard::from_bytes(rest).map_err(failed)?;
+            (head, old.into())
+        }
         Some((&SNAPSHOT_VERSION_WITHOUT_REWRITES, rest)) => {
             let (head, old): (SnapshotHead, ursula_stream::store::StoreWithoutRewrites) =
                 postcard::from_bytes(rest).map_err(failed)?;
@@ -281,7 +287,7 @@ mod tests {
         }
     }
 
-    /// Snapshots written before history rewrites (format 3), purge fences (format 2) and committed
+    /// Snapshots written before forks (format 4), history rewrites (format 3), purge fences (format 2) and committed
     /// usage (format 1) still restore; one in another write unit is refused.
     #[test]
     fn snapshots_of_earlier_formats_restore_and_another_unit_is_refused() {
@@ -289,7 +295,12 @@ mod tests {
         let store = ursula_stream::StreamStore::new(7);
         let current = encode_snapshot(None, &membership, "s-1", &store).expect("a snapshot");
         assert_eq!(current[0], SNAPSHOT_VERSION);
-        assert_eq!(decode_snapshot(&current).expect("format 4").store, store);
+        assert_eq!(decode_snapshot(&current).expect("format 5").store, store);
+        // Format 4 differs only in each stream's trailing fork links: with
+        // no stream, in the version byte alone.
+        let mut fourth = current.to_vec();
+        fourth[0] = SNAPSHOT_VERSION_WITHOUT_FORKS;
+        assert_eq!(decode_snapshot(&fourth).expect("format 4").store, store, "no forks");
         // Format 3 is format 4 without the trailing rewrites (an empty map
         // and no import digest: one byte each).
         let mut third = current.to_vec();

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::store::StreamStore;
 
 /// The backup format of Ursula 0.9; it changes only when what a backup holds changes.
-pub const BACKUP_FORMAT: u32 = 5;
+pub const BACKUP_FORMAT: u32 = 6;
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct GroupBackup {
@@ -67,11 +67,11 @@ mod tests {
             store: StreamStore::new(9),
         };
         let bytes = backup.encode().expect("encodes");
-        assert_eq!(&bytes[..2], &[0x95, 0x05], "an array of five fields, the format first");
+        assert_eq!(&bytes[..2], &[0x95, 0x06], "an array of five fields, the format first");
         assert_eq!(GroupBackup::decode(&bytes), Ok(backup.clone()));
         let mut old = bytes.clone();
-        old[1] = 0x04;
-        assert_eq!(GroupBackup::decode(&old), Err(BackupError::Format(4)));
+        old[1] = 0x05;
+        assert_eq!(GroupBackup::decode(&old), Err(BackupError::Format(5)));
         assert!(matches!(GroupBackup::decode(&bytes[..bytes.len() - 1]), Err(BackupError::Decode(_))));
         assert!(matches!(GroupBackup::decode(b""), Err(BackupError::Decode(_))));
     }

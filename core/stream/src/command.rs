@@ -41,6 +41,12 @@ pub enum Command {
     /// Replaces an empty group's state with a backup's, as a new history
     /// (spec/35 "Backup and disaster recovery").
     Import(ImportGroup),
+    /// A fork's first step, in its source's group (`fork`).
+    ReferenceSource(crate::fork::ReferenceSource),
+    /// A fork's second step, in its own group.
+    CreateFork(crate::fork::CreateFork),
+    /// Drops a fork's reference on its source.
+    ReleaseSource(crate::fork::ReleaseSource),
 }
 
 /// `POST /__ursula/backup/group/{group}/import`, one replicated write.

@@ -33,6 +33,17 @@ pub struct ReadPlan {
 }
 
 impl StreamData {
+    /// A fork's own data: nothing held, the next append at `offset`.
+    pub fn starting_at(offset: Offset) -> StreamData {
+        StreamData { len: offset.bytes(), ..StreamData::default() }
+    }
+
+    /// The hot chunk (one append) that starts at `pos`.
+    pub fn chunk_at(&self, pos: u64) -> Option<&Bytes> {
+        let i = self.chunks.binary_search_by_key(&pos, |(start, _)| *start).ok()?;
+        self.chunks.get(i).map(|(_, chunk)| chunk)
+    }
+
     pub fn tail(&self) -> Offset {
         Offset(self.len)
     }

@@ -13,6 +13,7 @@
 //! - `boundary`: where a read may stop.
 //! - `data`: a stream's bytes as shared chunks.
 //! - `cold`: references into the cold tier, and cutting fetched cold bytes.
+//! - `fork`: forks, a stream's history shared by reference.
 //! - `store`: the streams of one group and `apply`.
 //! - `routing`: which group owns a stream; the voters and the gateway both
 //!   take it from here, so they cannot drift apart.
@@ -24,6 +25,7 @@ pub mod command;
 pub mod content_type;
 pub mod data;
 pub mod error_code;
+pub mod fork;
 pub mod ids;
 pub mod incarnation;
 pub mod json_text;
@@ -45,6 +47,7 @@ pub use command::{
 };
 pub use content_type::ContentType;
 pub use error_code::ErrorCode;
+pub use fork::{CreateFork, ForkBase, ForkLinks, ForkPrefix, ReferenceSource, ReleaseSource, SourceReferenced};
 pub use ids::{BucketId, IdError, StreamId, StreamKey};
 pub use incarnation::Incarnation;
 pub use lifetime::Lifetime;

@@ -117,6 +117,15 @@ pub enum Rejection {
     IncarnationMismatch {
         current: Option<Incarnation>,
     },
+    /// The stream was deleted while forks reference it (`410`).
+    StreamSoftDeleted,
+    /// A fork's source does not exist (`404`).
+    ForkSourceNotFound,
+    /// A fork's source was deleted while forks reference it (`409`).
+    ForkSourceDeleted,
+    /// A fork request the source cannot satisfy (`400`): its offset or
+    /// sub-offset beyond the source's data, or a source in another bucket.
+    InvalidFork(ForkFault),
     /// A read below the retained offset.
     StreamGone {
         retained: Offset,
@@ -195,6 +204,10 @@ impl Rejection {
             Rejection::ProducerLimit => ErrorCode::ProducerLimit,
             Rejection::IncarnationMismatch { .. } => ErrorCode::IncarnationMismatch,
             Rejection::StreamGone { .. } => ErrorCode::StreamGone,
+            Rejection::StreamSoftDeleted => ErrorCode::StreamDeleted,
+            Rejection::ForkSourceNotFound => ErrorCode::StreamNotFound,
+            Rejection::ForkSourceDeleted => ErrorCode::StreamDeleted,
+            Rejection::InvalidFork(_) => ErrorCode::InvalidFork,
             Rejection::OffsetBeyondTail { .. } => ErrorCode::OffsetOutOfRange,
             Rejection::SnapshotNotFound { .. } => ErrorCode::SnapshotNotFound,
             Rejection::SnapshotConflict { .. } | Rejection::SnapshotBeyondTail => ErrorCode::SnapshotConflict,
@@ -254,6 +267,9 @@ pub struct ReadView {
     pub closed_at_end: bool,
     /// The read should renew the stream's sliding TTL.
     pub wants_renewal: bool,
+    /// On a fork, the bytes from `start` that are its source's: the shell
+    /// reads them and puts them before `cold` and `chunks`.
+    pub prefix: Option<crate::fork::ForkPrefix>,
 }
 
 impl ReadView {
@@ -263,5 +279,26 @@ impl ReadView {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Why a fork request cannot be satisfied (`400`).
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForkFault {
+    OffsetBeyondTail,
+    SubOffsetBeyondAppend,
+    OtherBucket,
+    /// A bootstrap of a fork from below its fork point (not served yet).
+    BootstrapBelowForkPoint,
+}
+
+impl ForkFault {
+    pub fn message(self) -> &'static str {
+        match self {
+            ForkFault::OffsetBeyondTail => "the fork offset is beyond the source's tail",
+            ForkFault::SubOffsetBeyondAppend => "the fork sub-offset is beyond the append at the fork offset",
+            ForkFault::OtherBucket => "a fork and its source must be in the same bucket",
+            ForkFault::BootstrapBelowForkPoint => "a fork's bootstrap reads from a snapshot at or after its fork point",
+        }
     }
 }

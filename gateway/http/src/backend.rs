@@ -42,6 +42,9 @@ pub enum BackendError {
     /// A fault of the backend; a write's outcome is unknown.
     #[error("internal: {0}")]
     Internal(String),
+    /// This backend does not serve the request (`501`).
+    #[error("not implemented: {0}")]
+    NotImplemented(&'static str),
     /// An intermediary (a gateway) reached no voter; nothing was forwarded
     /// or, for a read, it may be asked again. Never sent by a node.
     #[error("no upstream: {0:?}")]
@@ -232,8 +235,30 @@ pub struct PartStaged {
 
 /// The streams: their data and the consistency of reading them. Every
 /// backend decides every method (no default bodies).
+/// `PUT` with `Stream-Forked-From` (upstream "Stream forking"); what the
+/// request left out (content type, lifetime) the fork inherits.
+#[derive(Debug, Clone)]
+pub struct ForkStream {
+    pub key: StreamKey,
+    pub source: StreamKey,
+    pub offset: Option<ursula_stream::Offset>,
+    pub sub_offset: u64,
+    pub content_type: Option<ursula_stream::ContentType>,
+    pub lifetime: Option<ursula_stream::Lifetime>,
+    pub closed: bool,
+    pub stream_seq: Option<ursula_stream::StreamSeq>,
+    /// The raw body, prepared once the content type is known.
+    pub body: bytes::Bytes,
+    pub expect: Option<ursula_stream::Incarnation>,
+}
+
 pub trait Streams: Send + Sync + 'static {
     fn create(&self, cmd: CreateStream) -> impl Future<Output = Result<CreateOk, BackendError>> + Send;
+    /// Creates a fork; a backend without forks answers `501`.
+    fn fork(&self, req: ForkStream) -> impl Future<Output = Result<CreateOk, BackendError>> + Send {
+        drop(req);
+        async { Err(BackendError::NotImplemented("this server does not create forks yet")) }
+    }
     fn append(&self, cmd: AppendStream) -> impl Future<Output = Result<AppendOk, BackendError>> + Send;
     fn delete(&self, cmd: DeleteStream) -> impl Future<Output = Result<(), BackendError>> + Send;
     fn publish_snapshot(&self, cmd: PublishSnapshot) -> impl Future<Output = Result<SnapshotOk, BackendError>> + Send;

@@ -334,6 +334,9 @@ impl ApiError {
                 "the leadership changed after the write was proposed; it may have applied: repeat it with its key",
             )
             .header("retry-after", retry_after_secs),
+            ApiError::Backend(BackendError::NotImplemented(what)) => {
+                ErrorAnswer::new(S::NOT_IMPLEMENTED, ErrorCode::Unsupported, *what)
+            }
             ApiError::Backend(BackendError::NoColdStore) => ErrorAnswer::new(
                 S::NOT_IMPLEMENTED,
                 ErrorCode::NoColdStore,
@@ -481,6 +484,16 @@ fn rejection_answer(r: &Rejection) -> ErrorAnswer {
                 None => answer,
             }
         }
+        Rejection::StreamSoftDeleted => ErrorAnswer::new(
+            S::GONE,
+            code,
+            "the stream was deleted; its forks still read its history, and its path is free once they are gone",
+        ),
+        Rejection::ForkSourceNotFound => {
+            ErrorAnswer::new(S::NOT_FOUND, code, "the fork's source stream does not exist")
+        }
+        Rejection::ForkSourceDeleted => ErrorAnswer::new(S::CONFLICT, code, "the fork's source stream was deleted"),
+        Rejection::InvalidFork(why) => ErrorAnswer::new(S::BAD_REQUEST, code, why.message()),
         Rejection::StreamGone { retained, incarnation } => {
             ErrorAnswer::new(S::GONE, code, "the offset is below the stream's retained history")
                 .header(names::STREAM_NEXT_OFFSET, retained)

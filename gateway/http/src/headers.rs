@@ -103,6 +103,56 @@ fn canonical_u64(s: &str) -> Option<u64> {
     if canonical { s.parse().ok() } else { None }
 }
 
+/// A create's fork request (`Stream-Forked-From`, `Stream-Fork-Offset`,
+/// `Stream-Fork-Sub-Offset`; upstream "Stream forking").
+pub struct ForkHeaders {
+    pub source: ursula_stream::StreamKey,
+    pub offset: Option<ursula_stream::Offset>,
+    pub sub_offset: u64,
+}
+
+/// The fork request of a create, if any: a fork offset or sub-offset
+/// without a source is malformed, as is a sub-offset outside `0|[1-9][0-9]*`.
+pub fn fork(headers: &HeaderMap) -> Result<Option<ForkHeaders>, ApiError> {
+    let from = text(headers, names::STREAM_FORKED_FROM)?.filter(|v| !v.is_empty());
+    let offset = text(headers, names::STREAM_FORK_OFFSET)?;
+    let sub_offset = text(headers, names::STREAM_FORK_SUB_OFFSET)?;
+    let Some(from) = from else {
+        if offset.is_some() || sub_offset.is_some() {
+            return Err(ApiError::InvalidHeader(
+                "stream-fork-offset and stream-fork-sub-offset need stream-forked-from".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    let path = from.split('?').next().unwrap_or(from);
+    let source = match crate::route::route(path) {
+        Ok(crate::route::Route::Stream(key)) => key,
+        _ => return Err(ApiError::InvalidHeader("stream-forked-from must be a stream's path".into())),
+    };
+    let offset = match offset {
+        None => None,
+        Some(raw) => Some(
+            ursula_stream::Offset::parse_token(raw)
+                .ok_or_else(|| ApiError::InvalidHeader("stream-fork-offset must be an offset".into()))?,
+        ),
+    };
+    let sub_offset = match sub_offset {
+        None => 0,
+        Some(raw) => canonical_u64(raw).ok_or_else(|| {
+            ApiError::InvalidHeader(
+                "stream-fork-sub-offset must be a non-negative integer without leading zeros".into(),
+            )
+        })?,
+    };
+    Ok(Some(ForkHeaders { source, offset, sub_offset }))
+}
+
+/// Whether the request names a lifetime (`Stream-TTL` or `Stream-Expires-At`).
+pub fn names_lifetime(headers: &HeaderMap) -> bool {
+    headers.contains_key(names::STREAM_TTL) || headers.contains_key(names::STREAM_EXPIRES_AT)
+}
+
 /// `Stream-TTL` and `Stream-Expires-At`, which exclude each other.
 pub fn lifetime(headers: &HeaderMap) -> Result<Lifetime, ApiError> {
     let ttl = text(headers, names::STREAM_TTL)?;

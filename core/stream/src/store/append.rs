@@ -27,7 +27,7 @@ impl StreamStore {
                 .and_then(|stream| self.closed_by_history(&cmd.key, stream, &write.id, write.epoch)),
             _ => None,
         };
-        let stream = self.live_mut(&cmd.key, ctx.now_ms).ok_or(Rejection::StreamNotFound)?;
+        let stream = self.found_mut(&cmd.key, ctx.now_ms)?;
 
         let mut claim = false;
         let mut evict = None;

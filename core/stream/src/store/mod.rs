@@ -11,11 +11,14 @@
 
 mod append;
 mod create;
+mod fork;
 mod history;
+mod legacy;
 mod read;
 mod snapshot;
 
 pub use history::{ImportTarget, Imported, Rewrite};
+pub use legacy::{LegacyStreamStore, StoreWithoutFences, StoreWithoutForks, StoreWithoutRewrites};
 
 use std::collections::BTreeMap;
 
@@ -25,6 +28,7 @@ use crate::command::Body;
 use crate::command::{ApplyCtx, Command};
 use crate::content_type::ContentType;
 use crate::data::StreamData;
+use crate::fork::{ForkBase, ForkLinks};
 use crate::ids::{BucketId, StreamId, StreamKey};
 use crate::incarnation::Incarnation;
 use crate::lifetime::LifetimeClock;
@@ -49,6 +53,9 @@ pub struct StreamState {
     pub snapshot: Option<Box<Snapshot>>,
     /// Reads below it answer 410.
     pub retained: Offset,
+    /// Boxed: most streams are neither forks nor forked. Persisted last
+    /// (snapshot format 5).
+    pub fork: Option<Box<ForkLinks>>,
 }
 
 /// The state of conditional and idempotent writers of a stream.
@@ -74,6 +81,25 @@ impl StreamState {
 
     pub fn epoch_floor(&self) -> Option<u64> {
         self.writers.as_ref().and_then(|w| w.epoch_floor)
+    }
+
+    /// Deleted while forks reference it.
+    pub fn soft_deleted(&self) -> bool {
+        self.fork.as_ref().is_some_and(|f| f.soft_deleted)
+    }
+
+    /// Forks reference it: it stays until they go.
+    pub fn referenced(&self) -> bool {
+        self.fork.as_ref().is_some_and(|f| !f.forks.is_empty())
+    }
+
+    /// Where a fork's inherited bytes end; `None` for a stream of its own.
+    pub fn fork_base(&self) -> Option<&ForkBase> {
+        self.fork.as_ref().and_then(|f| f.base.as_ref())
+    }
+
+    fn serves(&self, now_ms: u64) -> bool {
+        !self.clock.expired(now_ms) && !self.soft_deleted()
     }
 
     fn writers_mut(&mut self) -> &mut Writers {
@@ -122,12 +148,15 @@ impl StreamState {
 pub enum Outcome {
     Create(Result<CreateOk, Rejection>),
     Append(Result<AppendOk, Rejection>),
-    Delete(Result<(), Rejection>),
+    /// A fork that went hands back its base: the shell releases it.
+    Delete(Result<Option<ForkBase>, Rejection>),
     PublishSnapshot(Result<SnapshotOk, Rejection>),
     AdvanceRetention(Result<StreamInfo, Rejection>),
     Renew,
     Sweep {
         removed: usize,
+        /// The bases of the forks removed, for the shell to release.
+        released: Vec<ForkBase>,
     },
     /// How many pieces of a `CommitCold` moved hot bytes to the cold tier
     /// (the others went stale: deleted, replaced, trimmed or already moved).
@@ -139,6 +168,11 @@ pub enum Outcome {
         removed: usize,
     },
     Import(Result<Imported, Rejection>),
+    ReferenceSource(Result<crate::fork::SourceReferenced, Rejection>),
+    /// A source collected with its last reference hands back its own base.
+    ReleaseSource {
+        released: Option<ForkBase>,
+    },
 }
 
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Default, PartialEq, Eq)]
@@ -166,64 +200,6 @@ pub struct StreamStore {
     /// BLAKE3 of the backup object this history was imported from.
     #[serde(default)]
     imported: Option<[u8; 32]>,
-}
-
-/// A store as snapshot format 3 wrote it, before history rewrites existed.
-#[derive(serde::Deserialize)]
-pub struct StoreWithoutRewrites {
-    history_id: u64,
-    streams: BTreeMap<BucketId, BTreeMap<StreamId, StreamState>>,
-    usage: BTreeMap<BucketId, CommittedUsage>,
-    write_unit_bytes: u64,
-    erased: std::collections::BTreeSet<BucketId>,
-}
-
-impl From<StoreWithoutRewrites> for StreamStore {
-    fn from(old: StoreWithoutRewrites) -> StreamStore {
-        StreamStore {
-            history_id: old.history_id,
-            streams: old.streams,
-            usage: old.usage,
-            write_unit_bytes: old.write_unit_bytes,
-            erased: old.erased,
-            ..StreamStore::new(0)
-        }
-    }
-}
-
-/// A store as snapshot format 2 wrote it, before purge fences existed.
-#[derive(serde::Deserialize)]
-pub struct StoreWithoutFences {
-    history_id: u64,
-    streams: BTreeMap<BucketId, BTreeMap<StreamId, StreamState>>,
-    usage: BTreeMap<BucketId, CommittedUsage>,
-    write_unit_bytes: u64,
-}
-
-impl From<StoreWithoutFences> for StreamStore {
-    fn from(old: StoreWithoutFences) -> StreamStore {
-        StreamStore {
-            history_id: old.history_id,
-            streams: old.streams,
-            usage: old.usage,
-            write_unit_bytes: old.write_unit_bytes,
-            ..StreamStore::new(0)
-        }
-    }
-}
-
-/// A store as snapshots wrote it before committed usage existed.
-#[derive(serde::Deserialize)]
-pub struct LegacyStreamStore {
-    history_id: u64,
-    streams: BTreeMap<BucketId, BTreeMap<StreamId, StreamState>>,
-}
-
-impl From<LegacyStreamStore> for StreamStore {
-    /// Its usage counters start at zero.
-    fn from(legacy: LegacyStreamStore) -> StreamStore {
-        StreamStore { history_id: legacy.history_id, streams: legacy.streams, ..StreamStore::new(0) }
-    }
 }
 
 impl StreamStore {
@@ -307,6 +283,22 @@ impl StreamStore {
                 Outcome::Append(appended)
             }
             Command::Delete(cmd) => Outcome::Delete(self.delete(&cmd.key, cmd.expect, ctx)),
+            Command::ReferenceSource(cmd) => Outcome::ReferenceSource(self.reference_source(cmd, ctx)),
+            Command::CreateFork(cmd) if self.erased.contains(&cmd.create.key.bucket) => {
+                Outcome::Create(Err(Rejection::BucketErased))
+            }
+            Command::CreateFork(cmd) => {
+                let (bucket, records) = (cmd.create.key.bucket.clone(), records_in(&cmd.create.body));
+                let offset = cmd.base.offset;
+                let created = self.create_fork(cmd, ctx);
+                if let Ok(ok) = &created
+                    && ok.created
+                {
+                    self.count(&bucket, ok.info.tail.0.saturating_sub(offset.0), records);
+                }
+                Outcome::Create(created)
+            }
+            Command::ReleaseSource(cmd) => Outcome::ReleaseSource { released: self.release_source(&cmd, ctx) },
             Command::PublishSnapshot(cmd) => Outcome::PublishSnapshot(self.publish_snapshot(cmd, ctx)),
             Command::AdvanceRetention(cmd) => Outcome::AdvanceRetention(self.advance_retention(cmd, ctx)),
             Command::Renew(cmd) => {
@@ -320,23 +312,41 @@ impl StreamStore {
             Command::CommitCold(cmd) => Outcome::CommitCold { frozen: self.commit_cold(cmd, ctx) },
             Command::Sweep => {
                 let before = self.len();
+                let mut released = Vec::new();
                 for bucket in self.streams.values_mut() {
-                    bucket.retain(|_, s| !s.clock.expired(ctx.now_ms));
+                    bucket.retain(|_, s| {
+                        // An expired stream that forks reference stays for them.
+                        if !s.clock.expired(ctx.now_ms) || s.referenced() {
+                            return true;
+                        }
+                        released.extend(s.fork.as_ref().and_then(|f| f.base.clone()));
+                        false
+                    });
                 }
                 self.forget_stale_rewrites();
-                Outcome::Sweep { removed: before - self.len() }
+                Outcome::Sweep { removed: before - self.len(), released }
             }
             Command::Import(cmd) => Outcome::Import(self.import(cmd)),
         }
     }
 
-    fn delete(&mut self, key: &StreamKey, expect: Option<Incarnation>, ctx: ApplyCtx) -> Result<(), Rejection> {
-        let stream = self.live_mut(key, ctx.now_ms).ok_or(Rejection::StreamNotFound)?;
+    /// Removes the stream, or soft-deletes it while forks reference it.
+    fn delete(
+        &mut self,
+        key: &StreamKey,
+        expect: Option<Incarnation>,
+        ctx: ApplyCtx,
+    ) -> Result<Option<ForkBase>, Rejection> {
+        let stream = self.found_mut(key, ctx.now_ms)?;
         stream.check_expect(expect)?;
-        if let Some(bucket) = self.streams.get_mut(&key.bucket) {
-            bucket.remove(&key.stream);
+        if let Some(links) = stream.fork.as_mut()
+            && !links.forks.is_empty()
+        {
+            links.soft_deleted = true;
+            return Ok(None);
         }
-        Ok(())
+        let removed = self.streams.get_mut(&key.bucket).and_then(|bucket| bucket.remove(&key.stream));
+        Ok(removed.and_then(|s| s.fork).and_then(|f| f.base))
     }
 
     fn commit_cold(&mut self, cmd: crate::cold::CommitCold, ctx: ApplyCtx) -> usize {
@@ -395,13 +405,41 @@ impl StreamStore {
         self.streams.entry(key.bucket).or_default().insert(key.stream, stream);
     }
 
-    /// The stream at `key` unless it does not exist or its lifetime ended.
+    /// The stream at `key` unless it does not exist, its lifetime ended or
+    /// it was deleted while forks reference it.
     pub fn live(&self, key: &StreamKey, now_ms: u64) -> Option<&StreamState> {
-        self.streams.get(&key.bucket)?.get(&key.stream).filter(|s| !s.clock.expired(now_ms))
+        self.stored(key).filter(|s| s.serves(now_ms))
     }
 
     fn live_mut(&mut self, key: &StreamKey, now_ms: u64) -> Option<&mut StreamState> {
-        self.streams.get_mut(&key.bucket)?.get_mut(&key.stream).filter(|s| !s.clock.expired(now_ms))
+        self.stored_mut(key).filter(|s| s.serves(now_ms))
+    }
+
+    /// The stream a client may use at `key`, or why not: `404`, or `410`
+    /// for one deleted while forks reference it.
+    pub fn found(&self, key: &StreamKey, now_ms: u64) -> Result<&StreamState, Rejection> {
+        match self.stored(key) {
+            Some(s) if s.soft_deleted() => Err(Rejection::StreamSoftDeleted),
+            Some(s) if !s.clock.expired(now_ms) => Ok(s),
+            _ => Err(Rejection::StreamNotFound),
+        }
+    }
+
+    fn found_mut(&mut self, key: &StreamKey, now_ms: u64) -> Result<&mut StreamState, Rejection> {
+        match self.stored_mut(key) {
+            Some(s) if s.soft_deleted() => Err(Rejection::StreamSoftDeleted),
+            Some(s) if !s.clock.expired(now_ms) => Ok(s),
+            _ => Err(Rejection::StreamNotFound),
+        }
+    }
+
+    /// The stream held at `key`, expired or soft-deleted ones included.
+    pub fn stored(&self, key: &StreamKey) -> Option<&StreamState> {
+        self.streams.get(&key.bucket)?.get(&key.stream)
+    }
+
+    fn stored_mut(&mut self, key: &StreamKey) -> Option<&mut StreamState> {
+        self.streams.get_mut(&key.bucket)?.get_mut(&key.stream)
     }
 
     /// Whether `bucket` was purged (its fence is installed in this group).
@@ -451,5 +489,7 @@ fn records_in(body: &Body) -> u64 {
 mod tests;
 #[cfg(test)]
 mod tests_ext;
+#[cfg(test)]
+mod tests_fork;
 #[cfg(test)]
 mod tests_history;

@@ -3,11 +3,13 @@
 //! renewal. The `Stream-Incarnation` precondition of a read is compared by
 //! the caller against the `StreamInfo` of the state that served it.
 
-use super::StreamStore;
+use super::{StreamState, StreamStore};
 use crate::boundary::Boundary;
+use crate::data::ReadPlan;
+use crate::fork::ForkPrefix;
 use crate::ids::StreamKey;
 use crate::offset::{Offset, ReadFrom};
-use crate::outcome::{BootstrapView, ReadView, Rejection, StreamInfo};
+use crate::outcome::{BootstrapView, ForkFault, ReadView, Rejection, StreamInfo};
 
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadQuery {
@@ -19,9 +21,59 @@ pub struct ReadQuery {
     pub whole_json_messages: bool,
 }
 
+/// The read of `stream` from `start` up to `end` (its tail, or the fork
+/// point of a fork of it); on a fork, the bytes below its fork point are
+/// left to the shell (`ReadView::prefix`) and count against the budget.
+fn view_of(stream: &StreamState, start: Offset, end: Offset, query: ReadQuery) -> ReadView {
+    let boundary =
+        if stream.content_type.is_json() && query.whole_json_messages { Boundary::Message } else { query.boundary };
+    let (own_from, prefix) = match stream.fork_base() {
+        Some(base) if start < base.offset => {
+            // A fork of this fork may end inside its inherited bytes.
+            let to = base.offset.min(end);
+            let prefix = ForkPrefix {
+                source: base.source.clone(),
+                incarnation: base.incarnation,
+                from: start,
+                to,
+                reference: base.reference,
+            };
+            (to, Some(prefix))
+        }
+        _ => (start, None),
+    };
+    let budget = query.max_bytes.saturating_sub(own_from.bytes() - start.bytes());
+    let room = end.bytes().saturating_sub(own_from.bytes());
+    let nothing = ReadPlan { cold: Vec::new(), cut: None, hot_from: own_from.bytes(), end: own_from.bytes() };
+    let plan = if room == 0 || (prefix.is_some() && budget == 0) {
+        nothing
+    } else if budget >= room {
+        // Everything up to `end`, itself a place a read may stop.
+        stream.data.read_plan(own_from.bytes(), room, Boundary::Byte)
+    } else {
+        let plan = stream.data.read_plan(own_from.bytes(), budget, boundary);
+        // A boundary search may not carry a read past a fork point.
+        if plan.end > end.bytes() { stream.data.read_plan(own_from.bytes(), room, Boundary::Byte) } else { plan }
+    };
+    let next = Offset(plan.end);
+    let tail = stream.data.tail();
+    ReadView {
+        info: stream.info(),
+        start,
+        next,
+        chunks: stream.data.slice(plan.hot_from, plan.end),
+        cold: plan.cold,
+        cold_cut: plan.cut,
+        up_to_date: next == tail,
+        closed_at_end: stream.closed && next == tail,
+        wants_renewal: false,
+        prefix,
+    }
+}
+
 impl StreamStore {
     pub fn read(&self, key: &StreamKey, query: ReadQuery, now_ms: u64) -> Result<ReadView, Rejection> {
-        let stream = self.live(key, now_ms).ok_or(Rejection::StreamNotFound)?;
+        let stream = self.found(key, now_ms)?;
         let tail = stream.data.tail();
         let gone = || Rejection::StreamGone { retained: stream.retained, incarnation: stream.incarnation };
         let start = match query.from {
@@ -35,26 +87,28 @@ impl StreamStore {
             }
             ReadFrom::At(offset) => offset,
         };
-        let boundary =
-            if stream.content_type.is_json() && query.whole_json_messages { Boundary::Message } else { query.boundary };
-        let plan = stream.data.read_plan(start.bytes(), query.max_bytes, boundary);
-        let next = Offset(plan.end);
-        Ok(ReadView {
-            info: stream.info(),
-            start,
-            next,
-            chunks: stream.data.slice(plan.hot_from, plan.end),
-            cold: plan.cold,
-            cold_cut: plan.cut,
-            up_to_date: next == tail,
-            closed_at_end: stream.closed && next == tail,
-            wants_renewal: stream.clock.read_wants_renewal(now_ms),
-        })
+        let mut view = view_of(stream, start, tail, query);
+        view.wants_renewal = stream.clock.read_wants_renewal(now_ms);
+        Ok(view)
+    }
+
+    /// A fork's inherited bytes `[prefix.from, prefix.to)` read from its
+    /// source, deleted or expired or not; never a renewal. The source may be
+    /// a fork itself: the view then has a prefix of its own.
+    pub fn read_fork_prefix(&self, prefix: &ForkPrefix, query: ReadQuery) -> Result<ReadView, Rejection> {
+        let stream = self
+            .stored(&prefix.source)
+            .filter(|s| s.incarnation == prefix.incarnation)
+            .ok_or(Rejection::ForkSourceNotFound)?;
+        if prefix.from < stream.retained {
+            return Err(Rejection::StreamGone { retained: stream.retained, incarnation: stream.incarnation });
+        }
+        Ok(view_of(stream, prefix.from, prefix.to, query))
     }
 
     /// `HEAD`: metadata only, and no renewal.
     pub fn head(&self, key: &StreamKey, now_ms: u64) -> Result<StreamInfo, Rejection> {
-        let stream = self.live(key, now_ms).ok_or(Rejection::StreamNotFound)?;
+        let stream = self.found(key, now_ms)?;
         Ok(StreamInfo { previous: self.inherited(key, stream.incarnation), ..stream.info() })
     }
 
@@ -63,8 +117,11 @@ impl StreamStore {
     /// within `max_bytes` (at least one message); another stream returns all
     /// updates when they fit and none (a partial answer) otherwise.
     pub fn bootstrap(&self, key: &StreamKey, max_bytes: u64, now_ms: u64) -> Result<BootstrapView, Rejection> {
-        let stream = self.live(key, now_ms).ok_or(Rejection::StreamNotFound)?;
+        let stream = self.found(key, now_ms)?;
         let start = stream.snapshot.as_ref().map_or(stream.retained, |s| s.offset);
+        if stream.fork_base().is_some_and(|base| start < base.offset) {
+            return Err(Rejection::InvalidFork(ForkFault::BootstrapBelowForkPoint));
+        }
         let tail = stream.data.tail().bytes();
         let plan = if stream.content_type.is_json() {
             stream.data.read_plan(start.bytes(), max_bytes, Boundary::Message)

@@ -13,7 +13,7 @@ impl StreamStore {
     /// offset against the tail and the retained offset, the JSON boundary,
     /// the latest snapshot, then the precondition.
     pub(super) fn publish_snapshot(&mut self, cmd: PublishSnapshot, ctx: ApplyCtx) -> Result<SnapshotOk, Rejection> {
-        let stream = self.live_mut(&cmd.key, ctx.now_ms).ok_or(Rejection::StreamNotFound)?;
+        let stream = self.found_mut(&cmd.key, ctx.now_ms)?;
         if cmd.offset > stream.data.tail() {
             return Err(Rejection::SnapshotBeyondTail);
         }
@@ -56,7 +56,7 @@ impl StreamStore {
         expect: Option<crate::incarnation::Incarnation>,
         now_ms: u64,
     ) -> Result<Option<SnapshotOk>, Rejection> {
-        let stream = self.live(key, now_ms).ok_or(Rejection::StreamNotFound)?;
+        let stream = self.found(key, now_ms)?;
         if let Some(latest) = &stream.snapshot {
             let repeat = latest.offset == offset && latest.digest == digest;
             if !repeat && offset <= latest.offset {
@@ -74,7 +74,7 @@ impl StreamStore {
     /// Retention only moves forward, exactly to the requested offset, and
     /// never past the latest snapshot.
     pub(super) fn advance_retention(&mut self, cmd: AdvanceRetention, ctx: ApplyCtx) -> Result<StreamInfo, Rejection> {
-        let stream = self.live_mut(&cmd.key, ctx.now_ms).ok_or(Rejection::StreamNotFound)?;
+        let stream = self.found_mut(&cmd.key, ctx.now_ms)?;
         if cmd.offset > stream.data.tail() {
             return Err(Rejection::InvalidRetention);
         }
@@ -94,7 +94,7 @@ impl StreamStore {
 
     /// The latest snapshot, when it is the one at `offset`.
     pub fn snapshot(&self, key: &StreamKey, offset: Offset, now_ms: u64) -> Result<SnapshotView, Rejection> {
-        let stream = self.live(key, now_ms).ok_or(Rejection::StreamNotFound)?;
+        let stream = self.found(key, now_ms)?;
         match &stream.snapshot {
             Some(s) if s.offset == offset => Ok(SnapshotView { snapshot: (**s).clone(), info: stream.info() }),
             _ => Err(Rejection::SnapshotNotFound { incarnation: stream.incarnation }),

@@ -322,7 +322,7 @@ fn expires_at_is_fixed_and_sweep_removes_expired_streams() {
     h.create_with("e", "text/plain", "", Lifetime::ExpiresAt { at_ms }, false).expect("created");
     h.append(Harness::append_cmd("e", Some("text/plain"), "x")).expect("append");
     h.now_ms = at_ms;
-    assert_eq!(h.apply(Command::Sweep), Outcome::Sweep { removed: 1 });
+    assert_eq!(h.apply(Command::Sweep), Outcome::Sweep { removed: 1, released: vec![] });
     assert!(h.store.is_empty());
 }
 
@@ -336,9 +336,9 @@ fn a_bucket_stays_known_after_its_streams_leave() {
     h.create("d", "text/plain").expect("created");
     let at_ms = h.now_ms + 5_000;
     h.create_with("e", "text/plain", "", Lifetime::ExpiresAt { at_ms }, false).expect("created");
-    assert_eq!(h.apply(Command::Delete(DeleteStream { key: key("d"), expect: None })), Outcome::Delete(Ok(())));
+    assert_eq!(h.apply(Command::Delete(DeleteStream { key: key("d"), expect: None })), Outcome::Delete(Ok(None)));
     h.now_ms = at_ms;
-    assert_eq!(h.apply(Command::Sweep), Outcome::Sweep { removed: 1 });
+    assert_eq!(h.apply(Command::Sweep), Outcome::Sweep { removed: 1, released: vec![] });
     assert!(h.store.is_empty(), "no stream is left");
     assert!(h.store.knows_bucket(&bucket), "the bucket held streams");
 }
@@ -349,7 +349,7 @@ fn a_bucket_stays_known_after_its_streams_leave() {
 fn delete_then_recreate_is_a_new_incarnation() {
     let mut h = Harness::new();
     let first = h.create("d", "text/plain").expect("created").info.incarnation;
-    assert_eq!(h.apply(Command::Delete(DeleteStream { key: key("d"), expect: None })), Outcome::Delete(Ok(())));
+    assert_eq!(h.apply(Command::Delete(DeleteStream { key: key("d"), expect: None })), Outcome::Delete(Ok(None)));
     assert_eq!(
         h.apply(Command::Delete(DeleteStream { key: key("d"), expect: None })),
         Outcome::Delete(Err(Rejection::StreamNotFound))
@@ -411,7 +411,7 @@ fn committed_usage_counts_what_applied_once() {
     assert_eq!(u.committed_records, 1 + 1 + 2);
     assert_eq!(u.committed_write_units, 1 + 2 + 1, "ceil(20000 / 10240) = 2");
     assert_eq!((u.stream_count, u.retained_bytes), (2, 3 + 20_000 + 16));
-    assert_eq!(h.apply(Command::Delete(DeleteStream { key: key("s"), expect: None })), Outcome::Delete(Ok(())));
+    assert_eq!(h.apply(Command::Delete(DeleteStream { key: key("s"), expect: None })), Outcome::Delete(Ok(None)));
     let gone = usage(&h);
     assert_eq!(gone.committed_append_bytes, u.committed_append_bytes, "counters survive deletion");
     assert_eq!((gone.stream_count, gone.retained_bytes), (1, 16));

@@ -126,8 +126,8 @@ fn the_incarnation_precondition_guards_every_write() {
     h.append(append).expect("the right token applies");
     assert_eq!(h.retain("s", 0, Some(other)).map(|_| ()), mismatch);
     let delete = |expect| Command::Delete(DeleteStream { key: key("s"), expect });
-    assert_eq!(h.apply(delete(Some(other))), Outcome::Delete(mismatch));
-    assert_eq!(h.apply(delete(Some(token))), Outcome::Delete(Ok(())));
+    assert_eq!(h.apply(delete(Some(other))), Outcome::Delete(mismatch.map(|()| None)));
+    assert_eq!(h.apply(delete(Some(token))), Outcome::Delete(Ok(None)));
     assert_eq!(h.apply(delete(Some(token))), Outcome::Delete(Err(Rejection::StreamNotFound)), "404 before 412");
 }
 

@@ -9,7 +9,7 @@ use ursula_stream::{
 };
 
 use super::{Shared, read_body};
-use crate::backend::Backend;
+use crate::backend::{Backend, ForkStream};
 use crate::error::ApiError;
 use crate::headers::{self, names};
 use crate::render::{self, Answer};
@@ -21,6 +21,9 @@ where
     T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let h = req.headers();
+    if let Some(fork) = headers::fork(h)? {
+        return create_fork(shared, key, req, fork).await;
+    }
     let content_type = headers::content_type(h)?.unwrap_or_else(ContentType::octet_stream);
     if headers::producer(h)?.is_some() {
         return Err(ApiError::InvalidProducer(
@@ -38,12 +41,61 @@ where
     let body = Body::prepare(Some(&content_type), raw);
     let ok =
         shared.backend.create(CreateStream { key, content_type, lifetime, closed, stream_seq, body, expect }).await?;
+    Ok(created_answer(&ok, location))
+}
+
+/// `PUT` with `Stream-Forked-From`: as a create, but what the request
+/// leaves out (content type, lifetime) comes from the source.
+async fn create_fork<B, T>(
+    shared: &Shared<B>,
+    key: StreamKey,
+    req: Request<T>,
+    fork: headers::ForkHeaders,
+) -> Result<Answer, ApiError>
+where
+    B: Backend,
+    T: http_body::Body<Data = Bytes> + Send + 'static,
+    T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let h = req.headers();
+    let content_type = headers::content_type(h)?;
+    if headers::producer(h)?.is_some() {
+        return Err(ApiError::InvalidProducer("a create must not carry producer headers".into()));
+    }
+    let lifetime = if headers::names_lifetime(h) { Some(headers::lifetime(h)?) } else { None };
+    let closed = headers::stream_closed(h);
+    let stream_seq = headers::stream_seq(h)?;
+    let expect = headers::incarnation(h)?;
+    let location = absolute_url(h, req.uri());
+    let upload = read_body(shared, req).await?;
+    let body = upload.bytes.clone();
+    if content_type.is_some() {
+        text_is_utf8(content_type.as_ref(), &body)?;
+    }
+    let fork = ForkStream {
+        key,
+        source: fork.source,
+        offset: fork.offset,
+        sub_offset: fork.sub_offset,
+        content_type,
+        lifetime,
+        closed,
+        stream_seq,
+        body,
+        expect,
+    };
+    let ok = shared.backend.fork(fork).await?;
+    Ok(created_answer(&ok, location))
+}
+
+/// `201` with `Location` for a new stream, `200` for the one already there.
+fn created_answer(ok: &ursula_stream::CreateOk, location: String) -> Answer {
     let status = if ok.created { StatusCode::CREATED } else { StatusCode::OK };
     let mut b = stream_headers(render::builder(status), &ok.info);
     if ok.created {
         b = b.header(header::LOCATION, location);
     }
-    Ok(render::finish(b, render::empty()))
+    render::finish(b, render::empty())
 }
 
 pub async fn append<B, T>(shared: &Shared<B>, key: StreamKey, req: Request<T>) -> Result<Answer, ApiError>

@@ -1,0 +1,160 @@
+//! Forks (docs/forks.md, upstream Durable Streams "Stream forking"): a
+//! stream whose history up to an offset is another stream's. A gateway
+//! does not create forks yet (`501`), so these run on nodes.
+
+use ursula_stream::StreamKey;
+use ursula_stream::routing::group_of;
+
+use crate::support::{Node, offset, through_gateway};
+
+const TEXT: &str = "text/plain";
+
+/// A stream name in bucket `demo` whose group differs from `source`'s
+/// (`differ`) or is the same, for a node of `group_count` groups.
+fn name_in_group(source: &str, group_count: u32, differ: bool, tag: &str) -> String {
+    let key = |name: &str| StreamKey::parse("demo", name).expect("a key");
+    let home = group_of(&key(source), group_count);
+    (0..10_000)
+        .map(|i| format!("{tag}-{i}"))
+        .find(|name| (group_of(&key(name), group_count) != home) == differ)
+        .expect("some name lands there")
+}
+
+async fn group_count(node: &Node) -> u32 {
+    let metrics = node.get("/__ursula/metrics").send().await.json();
+    metrics["group_count"].as_u64().and_then(|n| u32::try_from(n).ok()).expect("group_count")
+}
+
+#[tokio::test]
+async fn a_fork_in_another_group_reads_its_source_then_its_own_and_the_source_goes_with_its_last_fork() {
+    if through_gateway() {
+        return;
+    }
+    let node = Node::start();
+    let groups = group_count(&node).await;
+    node.create("/demo/src", TEXT).await;
+    node.append("/demo/src", TEXT, "source").await;
+    for differ in [true, false] {
+        let name = name_in_group("src", groups, differ, "fork");
+        let path = format!("/demo/{name}");
+        let created = node.put(&path).header("stream-forked-from", "/demo/src").send().await;
+        created.expect(201).expect_header("content-type", TEXT).expect_header("stream-next-offset", &offset(6));
+        created.expect_no_header("stream-forked-from").expect_no_header("stream-fork-offset");
+        node.append(&path, TEXT, " fork").await;
+        assert_eq!(node.read_all(&path).await.text(), "source fork", "differ={differ}");
+        // From the fork point on, a read is the fork's own.
+        let own = node.get(&format!("{path}?offset={}", offset(6))).send().await;
+        assert_eq!(own.expect(200).text(), " fork");
+        // A repeat answers 200; another fork point of the same path 409.
+        node.put(&path).header("stream-forked-from", "/demo/src").content_type(TEXT).send().await.expect(200);
+        let elsewhere =
+            node.put(&path).header("stream-forked-from", "/demo/src").header("stream-fork-offset", offset(2));
+        elsewhere.send().await.expect(409);
+    }
+    node.append("/demo/src", TEXT, " later").await;
+    let fork = format!("/demo/{}", name_in_group("src", groups, true, "fork"));
+    assert_eq!(node.read_all(&fork).await.text(), "source fork", "the source's later appends are not the fork's");
+
+    // Deleted under its forks, the source is soft-deleted: 410, its path blocked.
+    node.delete("/demo/src").send().await.expect(204);
+    node.head("/demo/src").send().await.expect_head_error(410);
+    node.get("/demo/src?offset=-1").send().await.expect_error(410, "STREAM_DELETED");
+    node.post("/demo/src").content_type(TEXT).body("x").send().await.expect_error(410, "STREAM_DELETED");
+    node.delete("/demo/src").send().await.expect_error(410, "STREAM_DELETED");
+    node.put("/demo/src").content_type(TEXT).send().await.expect(409);
+    let again = node.put("/demo/again").header("stream-forked-from", "/demo/src").send().await;
+    again.expect(409);
+    assert_eq!(node.read_all(&fork).await.text(), "source fork", "forks still read it");
+
+    for differ in [true, false] {
+        let path = format!("/demo/{}", name_in_group("src", groups, differ, "fork"));
+        node.delete(&path).send().await.expect(204);
+        node.head(&path).send().await.expect_head_error(404);
+    }
+    // The release runs after the delete answers.
+    let mut status = 0;
+    for _ in 0..100 {
+        status = node.head("/demo/src").send().await.status.as_u16();
+        if status == 404 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, 404, "collected with its last fork");
+    node.create("/demo/src", TEXT).await;
+}
+
+#[tokio::test]
+async fn fork_requests_the_source_cannot_satisfy_are_refused() {
+    if through_gateway() {
+        return;
+    }
+    let node = Node::start();
+    node.put("/demo/f").header("stream-forked-from", "/demo/none").send().await.expect_error(404, "STREAM_NOT_FOUND");
+    node.create("/demo/s", TEXT).await;
+    node.append("/demo/s", TEXT, "hello").await;
+    let beyond = node.put("/demo/f").header("stream-forked-from", "/demo/s").header("stream-fork-offset", offset(6));
+    beyond.send().await.expect_error(400, "INVALID_FORK");
+    let sub = node.put("/demo/f").header("stream-forked-from", "/demo/s").header("stream-fork-offset", offset(0));
+    sub.header("stream-fork-sub-offset", "6").send().await.expect_error(400, "INVALID_FORK");
+    for bad in ["-1", "abc", "1.5", "05", "+1"] {
+        let req = node.put("/demo/f").header("stream-forked-from", "/demo/s").header("stream-fork-sub-offset", bad);
+        req.send().await.expect_error(400, "INVALID_HEADER");
+    }
+    node.put("/demo/f").header("stream-fork-sub-offset", "0").send().await.expect_error(400, "INVALID_HEADER");
+    let other_bucket = node.put("/other/f").header("stream-forked-from", "/demo/s").send().await;
+    other_bucket.expect_error(400, "INVALID_FORK");
+    let mismatch = node.put("/demo/f").header("stream-forked-from", "/demo/s").content_type("application/json");
+    mismatch.send().await.expect(409);
+    // None of those left a reference: the source's delete is a hard one.
+    node.delete("/demo/s").send().await.expect(204);
+    node.head("/demo/s").send().await.expect_head_error(404);
+}
+
+#[tokio::test]
+async fn a_sub_offset_forks_inside_an_append_and_a_json_fork_reads_as_one_stream() {
+    if through_gateway() {
+        return;
+    }
+    let node = Node::start_with(&["--json-reads", "array"]);
+    node.create("/demo/t", TEXT).await;
+    node.append("/demo/t", TEXT, "hello").await;
+    let f = node.put("/demo/tf").header("stream-forked-from", "/demo/t").header("stream-fork-offset", offset(0));
+    f.header("stream-fork-sub-offset", "3").send().await.expect(201);
+    node.append("/demo/tf", TEXT, "LO").await;
+    assert_eq!(node.read_all("/demo/tf").await.text(), "helLO");
+
+    node.create("/demo/j", "application/json").await;
+    node.append("/demo/j", "application/json", r#"[{"n":1},{"n":2},{"n":3}]"#).await;
+    let f = node.put("/demo/jf").header("stream-forked-from", "/demo/j").header("stream-fork-offset", offset(0));
+    f.header("stream-fork-sub-offset", "2").send().await.expect(201);
+    node.append("/demo/jf", "application/json", r#"{"n":"own"}"#).await;
+    let read = node.read_all("/demo/jf").await;
+    assert_eq!(read.json(), serde_json::json!([{"n":1},{"n":2},{"n":"own"}]));
+}
+
+#[tokio::test]
+async fn a_fork_and_its_soft_deleted_source_survive_a_restart() {
+    if through_gateway() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("ursula.toml");
+    std::fs::write(&config, format!("[raft.wal]\npath = {:?}\n", dir.path().join("wal"))).expect("config");
+    let args: Vec<String> = ["server", "--listen", "127.0.0.1:0", "--config"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([config.display().to_string()])
+        .collect();
+    let node = Node::spawn(&args, None);
+    node.create("/demo/src", TEXT).await;
+    node.append("/demo/src", TEXT, "kept").await;
+    node.put("/demo/fork").header("stream-forked-from", "/demo/src").send().await.expect(201);
+    node.append("/demo/fork", TEXT, "+own").await;
+    node.delete("/demo/src").send().await.expect(204);
+    node.kill9();
+    let node = Node::spawn(&args, None);
+    assert_eq!(node.read_all("/demo/fork").await.text(), "kept+own");
+    node.head("/demo/src").send().await.expect_head_error(410);
+    node.kill9();
+}

@@ -1,0 +1,129 @@
+//! Stores as older snapshot formats wrote them, and their upgrades.
+
+use std::collections::BTreeMap;
+
+use super::{StreamState, StreamStore, Writers};
+use crate::content_type::ContentType;
+use crate::data::StreamData;
+use crate::ids::{BucketId, StreamId};
+use crate::incarnation::Incarnation;
+use crate::lifetime::LifetimeClock;
+use crate::offset::Offset;
+use crate::snapshot::Snapshot;
+use crate::usage::CommittedUsage;
+
+/// A stream as snapshot formats 1 to 4 wrote it, before forks existed.
+#[derive(serde::Deserialize)]
+pub struct StreamWithoutForks {
+    incarnation: Incarnation,
+    content_type: ContentType,
+    clock: LifetimeClock,
+    closed: bool,
+    data: StreamData,
+    writers: Option<Box<Writers>>,
+    snapshot: Option<Box<Snapshot>>,
+    retained: Offset,
+}
+
+type OldStreams = BTreeMap<BucketId, BTreeMap<StreamId, StreamWithoutForks>>;
+
+fn upgrade(old: OldStreams) -> BTreeMap<BucketId, BTreeMap<StreamId, StreamState>> {
+    let stream = |s: StreamWithoutForks| StreamState {
+        incarnation: s.incarnation,
+        content_type: s.content_type,
+        clock: s.clock,
+        closed: s.closed,
+        data: s.data,
+        writers: s.writers,
+        snapshot: s.snapshot,
+        retained: s.retained,
+        fork: None,
+    };
+    old.into_iter()
+        .map(|(bucket, streams)| (bucket, streams.into_iter().map(|(id, s)| (id, stream(s))).collect()))
+        .collect()
+}
+
+/// A store as snapshot format 4 wrote it, before forks existed.
+#[derive(serde::Deserialize)]
+pub struct StoreWithoutForks {
+    history_id: u64,
+    streams: OldStreams,
+    usage: BTreeMap<BucketId, CommittedUsage>,
+    write_unit_bytes: u64,
+    erased: std::collections::BTreeSet<BucketId>,
+    rewrites: BTreeMap<BucketId, BTreeMap<StreamId, super::Rewrite>>,
+    imported: Option<[u8; 32]>,
+}
+
+impl From<StoreWithoutForks> for StreamStore {
+    fn from(old: StoreWithoutForks) -> StreamStore {
+        StreamStore {
+            history_id: old.history_id,
+            streams: upgrade(old.streams),
+            usage: old.usage,
+            write_unit_bytes: old.write_unit_bytes,
+            erased: old.erased,
+            rewrites: old.rewrites,
+            imported: old.imported,
+        }
+    }
+}
+
+/// A store as snapshot format 3 wrote it, before history rewrites existed.
+#[derive(serde::Deserialize)]
+pub struct StoreWithoutRewrites {
+    history_id: u64,
+    streams: OldStreams,
+    usage: BTreeMap<BucketId, CommittedUsage>,
+    write_unit_bytes: u64,
+    erased: std::collections::BTreeSet<BucketId>,
+}
+
+impl From<StoreWithoutRewrites> for StreamStore {
+    fn from(old: StoreWithoutRewrites) -> StreamStore {
+        StreamStore {
+            history_id: old.history_id,
+            streams: upgrade(old.streams),
+            usage: old.usage,
+            write_unit_bytes: old.write_unit_bytes,
+            erased: old.erased,
+            ..StreamStore::new(0)
+        }
+    }
+}
+
+/// A store as snapshot format 2 wrote it, before purge fences existed.
+#[derive(serde::Deserialize)]
+pub struct StoreWithoutFences {
+    history_id: u64,
+    streams: OldStreams,
+    usage: BTreeMap<BucketId, CommittedUsage>,
+    write_unit_bytes: u64,
+}
+
+impl From<StoreWithoutFences> for StreamStore {
+    fn from(old: StoreWithoutFences) -> StreamStore {
+        StreamStore {
+            history_id: old.history_id,
+            streams: upgrade(old.streams),
+            usage: old.usage,
+            write_unit_bytes: old.write_unit_bytes,
+            ..StreamStore::new(0)
+        }
+    }
+}
+
+/// A store as snapshots wrote it before committed usage existed.
+#[derive(serde::Deserialize)]
+pub struct LegacyStreamStore {
+    history_id: u64,
+    streams: OldStreams,
+}
+
+impl From<LegacyStreamStore> for StreamStore {
+    /// Its usage counters start at zero.
+    fn from(legacy: LegacyStreamStore) -> StreamStore {
+        StreamStore { history_id: legacy.history_id, streams: upgrade(legacy.streams), ..StreamStore::new(0) }
+    }
+}
