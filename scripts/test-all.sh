@@ -87,7 +87,7 @@ for run in array:memory ndjson:memory ndjson:raft; do
   done
   [ -n "$url" ] || { echo "ursula did not start" >&2; cat "$log" >&2; exit 1; }
   rc=0
-  # The fork groups run on a node (docs/forks.md); a gateway does not create forks yet.
+  # With the fork groups (docs/forks.md), as every run below.
   conformance/run.sh "$url" --mode "$mode" --forks || rc=$?
   kill "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
@@ -96,14 +96,16 @@ for run in array:memory ndjson:memory ndjson:raft; do
 done
 
 step "conformance suite through a three-voter cluster"
-scripts/conformance-cluster.sh "$bin" --mode ndjson
+scripts/conformance-cluster.sh "$bin" --mode ndjson --forks
 step "conformance suite through ursula gateway in front of three voters"
-scripts/conformance-gateway.sh "$bin" --mode ndjson
+scripts/conformance-gateway.sh "$bin" --mode ndjson --forks
+step "conformance suite through ursula gateway in front of three voters, JSON reads as arrays (all 82 fork tests)"
+scripts/conformance-gateway.sh "$bin" --mode array --forks
 step "conformance suite through ursula gateway in front of five voters"
 # Eight groups, not the default 32: five idle debug voters of 32 groups each
 # keep the two cores busy with heartbeats alone (about a third of a core
 # each), and the suite's property tests then run into their timeout.
-VOTERS=5 URSULA_GROUPS=8 scripts/conformance-gateway.sh "$bin" --mode ndjson
+VOTERS=5 URSULA_GROUPS=8 scripts/conformance-gateway.sh "$bin" --mode ndjson --forks
 
 step "deploy: kustomize renders and validates; the image builds and its binaries run"
 URSULA_BIN="$bin" deploy/check.sh

@@ -15,8 +15,8 @@ use serde::de::DeserializeOwned;
 use tonic::{Request, Response, Status};
 use ursula_http::wire::{self, pb};
 use ursula_http::{
-    Backend, BackendError, Operations, PartAdmission, PartsCommit, PartsDiscard, ReadBootstrap, ReadSnapshot,
-    ReadStream, Readiness, Ready, SnapshotParts, StagedPart, Streams, WaitOutcome, WaitStream,
+    Backend, BackendError, ForkStream, Operations, PartAdmission, PartsCommit, PartsDiscard, ReadBootstrap,
+    ReadSnapshot, ReadStream, Readiness, Ready, SnapshotParts, StagedPart, Streams, WaitOutcome, WaitStream,
 };
 use ursula_proto::stream::v1::stream_service_server::{StreamService, StreamServiceServer};
 use ursula_stream::{
@@ -189,6 +189,11 @@ impl<E: GroupEngine> StreamService for StreamPlane<E> {
     async fn create(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteReply>, Status> {
         let key_of: fn(&CreateStream) -> &StreamKey = |c| &c.key;
         self.write(request.into_inner(), key_of, |b, c| async move { b.create(c).await }).await
+    }
+
+    async fn fork(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteReply>, Status> {
+        let key_of: fn(&ForkStream) -> &StreamKey = |c| &c.key;
+        self.write(request.into_inner(), key_of, |b, c| async move { b.fork(c).await }).await
     }
 
     async fn append(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteReply>, Status> {

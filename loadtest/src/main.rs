@@ -8,6 +8,7 @@
 //! See `loadtest/README.md`.
 
 mod client;
+mod fork_cost;
 mod issuer;
 mod otlp_sink;
 mod report;
@@ -107,6 +108,11 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: String,
     },
+    /// Fork sources of growing size, one fork at a time: the time and resident memory of a fork (docs/forks.md).
+    ForkCost {
+        #[command(flatten)]
+        args: fork_cost::ForkCostArgs,
+    },
     /// Run a scenario against two or more servers in one run, interleaving rounds; ratios are to the first --url.
     Compare {
         #[command(flatten)]
@@ -201,8 +207,12 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
         Command::Catchup { target, args } => one(Scenario::Catchup(args), target),
         Command::ManyStreams { target, args } => one(Scenario::ManyStreams(args), target),
         Command::ConnectionFlood { target, args } => one(Scenario::ConnectionFlood(args), target),
-        Command::S3Server { .. } | Command::Issuer { .. } | Command::OtlpSink { .. } | Command::Soak { .. } => {
-            anyhow::bail!("s3-server, issuer and otlp-sink run on their own")
+        Command::S3Server { .. }
+        | Command::Issuer { .. }
+        | Command::OtlpSink { .. }
+        | Command::Soak { .. }
+        | Command::ForkCost { .. } => {
+            anyhow::bail!("s3-server, issuer, otlp-sink, soak and fork-cost run on their own")
         }
         Command::Compare { targets, scenario } => {
             let n = targets.url.len();
@@ -249,6 +259,10 @@ fn main() -> anyhow::Result<()> {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
         let held = runtime.block_on(soak::run(args.clone()))?;
         std::process::exit(if held { 0 } else { 1 });
+    }
+    if let Command::ForkCost { args } = &cli.command {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        return runtime.block_on(fork_cost::run(args.clone()));
     }
     if let Command::OtlpSink { listen } = &cli.command {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

@@ -145,7 +145,7 @@ async fn backup_restore_drill_preserves_streams_and_allows_continued_appends() {
 
     let manifest_json: Value =
         serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).expect("manifest.json")).expect("JSON");
-    assert_eq!((manifest_json["format_version"].clone(), manifest_json["group_count"].clone()), (5.into(), 4.into()));
+    assert_eq!((manifest_json["format_version"].clone(), manifest_json["group_count"].clone()), (6.into(), 4.into()));
     assert_eq!(
         (manifest_json["created_unix_ms"].clone(), manifest_json["cluster_id"].clone()),
         (1234.into(), "backup".into())
@@ -159,7 +159,7 @@ async fn backup_restore_drill_preserves_streams_and_allows_continued_appends() {
         .iter()
         .map(|g| {
             let bytes = std::fs::read(dir.join(g["object"].as_str().expect("object"))).expect("object");
-            assert_eq!(&bytes[..2], &[0x95, 0x05], "compact MessagePack, format 5 first");
+            assert_eq!(&bytes[..2], &[0x95, 0x06], "compact MessagePack, format 6 first");
             GroupBackup::decode(&bytes).expect("decodes")
         })
         .collect();
@@ -176,9 +176,9 @@ async fn backup_restore_drill_preserves_streams_and_allows_continued_appends() {
     }
 
     let verified = succeeded(&ctl(&["backup-verify", "--location", &location]).await, "backup-verify");
-    assert_eq!(verified.trim(), "backup verified: format 5, 4 groups, 6 streams");
+    assert_eq!(verified.trim(), "backup verified: format 6, 4 groups, 6 streams");
     let verified = succeeded(&ctl_env(&["backup-verify", "--location", &in_s3], &aws).await, "backup-verify of S3");
-    assert_eq!(verified.trim(), "backup verified: format 5, 4 groups, 6 streams");
+    assert_eq!(verified.trim(), "backup verified: format 6, 4 groups, 6 streams");
 
     // The source as the S3 backup holds it (no writes since), then the source is gone.
     let fixed = ["/books/plain", "/books/closed", "/tasks/produced", "/tasks/json"];

@@ -1,6 +1,6 @@
 //! Forks (docs/forks.md, upstream Durable Streams "Stream forking"): a
-//! stream whose history up to an offset is another stream's. A gateway
-//! does not create forks yet (`501`), so these run on nodes.
+//! stream whose history up to an offset is another stream's. The tests
+//! that pick groups or restart a node run on nodes of their own.
 
 use ursula_stream::StreamKey;
 use ursula_stream::routing::group_of;
@@ -86,9 +86,6 @@ async fn a_fork_in_another_group_reads_its_source_then_its_own_and_the_source_go
 
 #[tokio::test]
 async fn fork_requests_the_source_cannot_satisfy_are_refused() {
-    if through_gateway() {
-        return;
-    }
     let node = Node::start();
     node.put("/demo/f").header("stream-forked-from", "/demo/none").send().await.expect_error(404, "STREAM_NOT_FOUND");
     node.create("/demo/s", TEXT).await;
@@ -113,9 +110,6 @@ async fn fork_requests_the_source_cannot_satisfy_are_refused() {
 
 #[tokio::test]
 async fn a_sub_offset_forks_inside_an_append_and_a_json_fork_reads_as_one_stream() {
-    if through_gateway() {
-        return;
-    }
     let node = Node::start_with(&["--json-reads", "array"]);
     node.create("/demo/t", TEXT).await;
     node.append("/demo/t", TEXT, "hello").await;
@@ -157,4 +151,116 @@ async fn a_fork_and_its_soft_deleted_source_survive_a_restart() {
     assert_eq!(node.read_all("/demo/fork").await.text(), "kept+own");
     node.head("/demo/src").send().await.expect_head_error(410);
     node.kill9();
+}
+
+/// Each group's leader as voter `node` sees it, once at least two voters
+/// lead some group (the initializers and the balancer spread them).
+async fn spread_leaders(node: &Node) -> Vec<u64> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let metrics = node.get("/__ursula/metrics").send().await.json();
+        let leaders: Vec<u64> = metrics["raft_groups"]
+            .as_array()
+            .map(|groups| groups.iter().map(|g| g["current_leader"].as_u64().unwrap_or(0)).collect())
+            .unwrap_or_default();
+        let distinct: std::collections::BTreeSet<u64> = leaders.iter().copied().filter(|l| *l != 0).collect();
+        if distinct.len() >= 2 && leaders.iter().all(|l| *l != 0) {
+            return leaders;
+        }
+        assert!(std::time::Instant::now() < deadline, "leaders never spread: {leaders:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+/// The fork's leader takes the source's reference from another voter (a
+/// forwarded step), reads the source's part from its own replica of the
+/// source's group, and the release after the fork's delete reaches the
+/// source's leader too.
+#[tokio::test]
+async fn through_a_gateway_a_fork_whose_source_another_voter_leads_reads_and_is_collected() {
+    use crate::support::cluster::{Layout, Planes, gateway_args};
+    if through_gateway() {
+        return;
+    }
+    let layout = Layout::new(3, "forks", 8, Planes::Shared);
+    let voters: Vec<Node> = (0..layout.voters()).map(|i| layout.start(i)).collect();
+    let gateway = Node::spawn(&gateway_args(&layout, &[]), None);
+    let leaders = spread_leaders(&voters[0]).await;
+    let key = |name: &str| StreamKey::parse("demo", name).expect("a key");
+    let leader_of = |name: &str| leaders[group_of(&key(name), layout.group_count).0 as usize];
+    let source = "src";
+    let fork = (0..10_000)
+        .map(|i| format!("fork-{i}"))
+        .find(|name| leader_of(name) != leader_of(source))
+        .expect("a fork name another voter leads");
+    let (source_path, fork_path) = (format!("/demo/{source}"), format!("/demo/{fork}"));
+    gateway.create(&source_path, TEXT).await;
+    gateway.append(&source_path, TEXT, "abc").await;
+    gateway.put(&fork_path).header("stream-forked-from", &source_path).send().await.expect(201);
+    gateway.append(&fork_path, TEXT, " own").await;
+    gateway.append(&source_path, TEXT, " later").await;
+    assert_eq!(gateway.read_all(&fork_path).await.text(), "abc own");
+    gateway.delete(&source_path).send().await.expect(204);
+    gateway.head(&source_path).send().await.expect_head_error(410);
+    assert_eq!(gateway.read_all(&fork_path).await.text(), "abc own", "a soft-deleted source still serves its forks");
+    gateway.delete(&fork_path).send().await.expect(204);
+    let mut status = 0;
+    for _ in 0..200 {
+        status = gateway.head(&source_path).send().await.status.as_u16();
+        if status == 404 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, 404, "the release reached the source's leader");
+    drop(voters);
+}
+
+/// Every byte of `path` from its start, in requests of `max_bytes`.
+async fn read_whole(node: &Node, path: &str, max_bytes: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut next = "-1".to_string();
+    loop {
+        let answer = node.get(&format!("{path}?offset={next}&max_bytes={max_bytes}")).send().await;
+        answer.expect(200);
+        out.extend_from_slice(&answer.body);
+        next = answer.must("stream-next-offset").to_string();
+        if answer.header("stream-up-to-date") == Some("true") {
+            return out;
+        }
+    }
+}
+
+/// A fork of a prefix flushed to the cold tier (a real S3-compatible
+/// server) reads it back byte for byte on every voter, in small and large
+/// requests, after its source is deleted too: the source's cold spans stay
+/// referenced by the soft-deleted source.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_of_a_flushed_prefix_reads_back_after_its_source_is_deleted() {
+    use crate::cold::{BIN, FLUSH, S, append_all, cluster, wait_flushed};
+    use crate::support::pattern;
+    use crate::support::s3::S3Server;
+    if through_gateway() {
+        return;
+    }
+    let s3 = S3Server::start().await;
+    let (_layout, voters) = cluster("fork-cold", s3.cold_section(FLUSH));
+    for v in voters.iter().flatten() {
+        crate::cluster::wait_ready(v).await;
+    }
+    let leader = voters[0].as_ref().expect("node 1 leads the group it initialized");
+    leader.create(S, BIN).await;
+    let body = pattern(600_000);
+    append_all(leader, &body).await;
+    wait_flushed(leader, 300_000).await;
+    let fork = "/cold/fork";
+    leader.put(fork).header("stream-forked-from", S).send().await.expect(201);
+    leader.post(fork).content_type(BIN).body("+own").send().await.expect(204);
+    leader.delete(S).send().await.expect(204);
+    let mut expected = body;
+    expected.extend_from_slice(b"+own");
+    for v in voters.iter().flatten() {
+        assert!(read_whole(v, fork, 8 * 1024 * 1024).await == expected, "{}: in one request", v.base());
+        assert!(read_whole(v, fork, 5_000).await == expected, "{}: in small requests", v.base());
+    }
 }

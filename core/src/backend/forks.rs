@@ -3,13 +3,17 @@
 //! own, and the releases that follow a fork's end.
 
 use bytes::Bytes;
-use ursula_http::backend::{BackendError, ForkStream};
+use ursula_http::backend::{BackendError, ForkStream, Unavailable};
 use ursula_stream::{
-    Body, Command, CreateFork, CreateOk, CreateStream, ForkBase, Outcome, ReadQuery, ReadView, ReferenceSource,
-    ReleaseSource,
+    Body, Command, CreateFork, CreateOk, CreateStream, ForkBase, ForkStep, Outcome, ReadQuery, ReadView,
+    ReferenceSource, ReleaseSource,
 };
 
-use super::{NodeBackend, unexpected};
+use super::{NodeBackend, internal, unexpected};
+
+/// How long a read waits for this replica of a fork's source group to apply
+/// the fork's reference.
+const SOURCE_APPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 use crate::engine::GroupEngine;
 
 impl<E: GroupEngine> NodeBackend<E> {
@@ -25,9 +29,11 @@ impl<E: GroupEngine> NodeBackend<E> {
             sub_offset: req.sub_offset,
             content_type: req.content_type.clone(),
         };
-        let referenced = match self.propose_in(self.group(&req.source), Command::ReferenceSource(reference)).await? {
-            Outcome::ReferenceSource(result) => result.map_err(BackendError::Rejected)?,
-            other => return Err(unexpected(&other)),
+        // The source's group may be led by another voter: the step goes to its leader.
+        let step = self.engine.fork_step(self.group(&req.source), Command::ReferenceSource(reference));
+        let referenced = match step.await.map_err(internal)? {
+            ForkStep::Referenced(result) => result.map_err(BackendError::Rejected)?,
+            ForkStep::Released(_) => return Err(BackendError::Internal("a reference answered as a release".into())),
         };
         let content_type = referenced.content_type.clone();
         let body = Body::prepare(Some(&content_type), req.body);
@@ -53,6 +59,22 @@ impl<E: GroupEngine> NodeBackend<E> {
         created
     }
 
+    /// Waits until this replica of the source's group applied the fork's
+    /// reference, and so holds every byte below the fork point: a fork's
+    /// leader may be another voter than its source's, and its replica of the
+    /// source's group may lag for a moment after the fork was created.
+    async fn applied_through(&self, prefix: &ursula_stream::ForkPrefix) -> Result<(), BackendError> {
+        let group = self.group(&prefix.source);
+        let deadline = tokio::time::Instant::now() + SOURCE_APPLY_WAIT;
+        while self.engine.applied_index(group) < prefix.reference {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(BackendError::Unavailable { reason: Unavailable::NoLeader, retry_after_secs: 1 });
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        Ok(())
+    }
+
     /// Puts the source parts of a fork's read before its own bytes, level
     /// by level down a chain of forks. A source part that ends before its
     /// fork point (the read's budget) ends the read there.
@@ -65,6 +87,7 @@ impl<E: GroupEngine> NodeBackend<E> {
         let mut next_prefix = view.prefix.take();
         let mut truncated_at = None;
         while let Some(prefix) = next_prefix {
+            self.applied_through(&prefix).await?;
             let mut part = self.query(&prefix.source, |store, _| store.read_fork_prefix(&prefix, query))?;
             if let Some(cold) = &self.cold {
                 cold.materialize(&mut part).await.map_err(Self::cold_failed)?;
@@ -99,8 +122,8 @@ pub(crate) async fn release_chain<E: GroupEngine>(engine: &E, mut base: ForkBase
     loop {
         let group = ursula_stream::routing::group_of(&base.source, engine.group_count());
         let release = ReleaseSource { source: base.source.clone(), reference: base.reference };
-        match engine.propose(group, Command::ReleaseSource(release)).await {
-            Ok(Outcome::ReleaseSource { released: Some(next) }) => base = next,
+        match engine.fork_step(group, Command::ReleaseSource(release)).await {
+            Ok(ForkStep::Released(Some(next))) => base = next,
             Ok(_) => return,
             Err(e) => {
                 tracing::warn!(source = %base.source, error = %e, "a fork's reference on its source was not released");

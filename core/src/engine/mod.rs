@@ -9,7 +9,7 @@ use std::future::Future;
 use std::sync::Mutex;
 
 pub use memory::MemoryEngine;
-use ursula_stream::{Command, Incarnation, Offset, Outcome, StreamKey, StreamStore};
+use ursula_stream::{Command, ForkStep, Incarnation, Offset, Outcome, StreamKey, StreamStore};
 
 use group_state::GroupState;
 
@@ -126,6 +126,11 @@ pub enum AdminError {
 }
 
 /// What a forwarded command counted.
+/// A fork step applied here: its outcome as the step's answer.
+pub fn local_fork_step(outcome: Outcome) -> Result<ForkStep, EngineError> {
+    ForkStep::from_outcome(outcome).ok_or_else(|| EngineError::Fatal("a fork step applied as another command".into()))
+}
+
 pub fn counted(outcome: Outcome) -> Result<u64, EngineError> {
     match outcome {
         Outcome::PurgeBucket { removed } => Ok(removed as u64),
@@ -218,6 +223,17 @@ pub trait GroupEngine: Send + Sync + 'static {
     ) -> impl Future<Output = Result<u64, EngineError>> + Send {
         let proposed = self.propose(group, command);
         async move { counted(proposed.await?) }
+    }
+    /// Has the leader of `group`, wherever it is, apply a fork step
+    /// (`ReferenceSource`, `ReleaseSource`: a fork's part in its source's
+    /// group) and answers its outcome. An engine without peers applies it here.
+    fn fork_step(
+        &self,
+        group: GroupId,
+        command: Command,
+    ) -> impl Future<Output = Result<ForkStep, EngineError>> + Send {
+        let proposed = self.propose(group, command);
+        async move { local_fork_step(proposed.await?) }
     }
     /// Orders and applies one command in `group`, stamping its time and index.
     fn propose(&self, group: GroupId, command: Command) -> impl Future<Output = Result<Outcome, EngineError>> + Send;

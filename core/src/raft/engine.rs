@@ -30,6 +30,16 @@ const COMMIT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// How long a follower waits to apply up to its leader's read barrier.
 const BARRIER_APPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// A command forwarded to `leader` that got no answer: its outcome is
+/// unknown after a timeout, else nothing was applied.
+fn forwarding_failed(group: GroupId, leader: u64, e: super::peer_error::PeerError) -> EngineError {
+    tracing::warn!(group = group.0, leader, error = %e, "a command forwarded to the leader got no answer");
+    match e {
+        super::peer_error::PeerError::Timeout { .. } => EngineError::OutcomeUnknown(group),
+        _ => EngineError::NoLeader(group),
+    }
+}
+
 pub struct RaftGroup {
     pub raft: GroupRaft,
     pub shared: Arc<GroupShared>,
@@ -286,16 +296,22 @@ impl GroupEngine for RaftEngine {
         self.groups.get(group.0 as usize).map_or(0, |g| g.shared.applied_index.load(Ordering::Relaxed))
     }
 
+    async fn fork_step(&self, group: GroupId, command: Command) -> Result<ursula_stream::ForkStep, EngineError> {
+        match (self.leadership(group), &self.peers) {
+            (Leadership::Local { .. }, _) => crate::engine::local_fork_step(self.propose(group, command).await?),
+            (Leadership::Peer { id, .. }, Some(peers)) => {
+                peers.forward_fork_step(id, group.0, &command).await.map_err(|e| forwarding_failed(group, id, e))
+            }
+            _ => Err(EngineError::NoLeader(group)),
+        }
+    }
+
     async fn forward_to_leader(&self, group: GroupId, command: Command) -> Result<u64, EngineError> {
         match (self.leadership(group), &self.peers) {
             (Leadership::Local { .. }, _) => crate::engine::counted(self.propose(group, command).await?),
-            (Leadership::Peer { id, .. }, Some(peers)) => peers.forward(id, group.0, &command).await.map_err(|e| {
-                tracing::warn!(group = group.0, leader = id, error = %e, "a command forwarded to the leader got no answer");
-                match e {
-                    super::peer_error::PeerError::Timeout { .. } => EngineError::OutcomeUnknown(group),
-                    _ => EngineError::NoLeader(group),
-                }
-            }),
+            (Leadership::Peer { id, .. }, Some(peers)) => {
+                peers.forward(id, group.0, &command).await.map_err(|e| forwarding_failed(group, id, e))
+            }
             _ => Err(EngineError::NoLeader(group)),
         }
     }

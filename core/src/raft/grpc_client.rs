@@ -215,7 +215,31 @@ impl Peers {
             Some(R::Count(count)) => Ok(count),
             Some(R::NotLeader(_)) => Err(PeerError::NotLeader { url: url.to_owned(), group }),
             Some(R::Refusal(r)) => Err(PeerError::refused(url, &r)),
-            None => Err(PeerError::Empty { url: url.to_owned() }),
+            Some(R::ForkStep(_)) | None => Err(PeerError::Empty { url: url.to_owned() }),
+        }
+    }
+
+    /// Has `leader` apply a fork step in `group` and answer its outcome.
+    pub async fn forward_fork_step(
+        &self,
+        leader: NodeId,
+        group: u32,
+        command: &ursula_stream::Command,
+    ) -> Result<ursula_stream::ForkStep, PeerError> {
+        use pb::forward_command_reply::Result as R;
+        let bytes = super::codec::encode_command(command)?;
+        let request = ursula_http::telemetry::traced(pb::ForwardCommandRequest {
+            preamble: Some(self.preamble(group)),
+            command: bytes.to_vec(),
+        });
+        let (url, reply) =
+            self.ask(leader, FORWARD_WAIT, |mut c| async move { c.forward_command(request).await }).await?;
+        match reply.result {
+            Some(R::ForkStep(step)) => ursula_http::wire::decode("a fork step", &step)
+                .map_err(|e| PeerError::Malformed { url: url.to_owned(), detail: e.to_string() }),
+            Some(R::NotLeader(_)) => Err(PeerError::NotLeader { url: url.to_owned(), group }),
+            Some(R::Refusal(r)) => Err(PeerError::refused(url, &r)),
+            Some(R::Count(_)) | None => Err(PeerError::Empty { url: url.to_owned() }),
         }
     }
 

@@ -268,6 +268,12 @@ impl RaftService for RaftServer {
                     Ok(Ok(done)) => match done.data {
                         Outcome::PurgeBucket { removed } => R::Count(removed as u64),
                         Outcome::Renew => R::Count(0),
+                        outcome @ (Outcome::ReferenceSource(_) | Outcome::ReleaseSource { .. }) => {
+                            match ursula_stream::ForkStep::from_outcome(outcome) {
+                                Some(step) => R::ForkStep(ursula_http::wire::encode(&step).to_vec()),
+                                None => R::Refusal(self.refusal(Kind::Fatal, "not a fork step".into())),
+                            }
+                        }
                         other => R::Refusal(self.refusal(Kind::Fatal, format!("applied as {other:?}"))),
                     },
                     Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
@@ -278,11 +284,15 @@ impl RaftService for RaftServer {
                 }
             }
         };
-        // Only these two commands are forwarded (`Command` has no others a follower proposes).
+        // Only these commands are forwarded: renewals, purges and a fork's
+        // steps in its source's group (`Command` has no others a follower proposes).
         fn conv_command(bytes: &[u8]) -> Result<Command, String> {
             match super::codec::decode_command(bytes).map_err(|e| e.to_string())? {
-                c @ (Command::Renew(_) | Command::PurgeBucket(_)) => Ok(c),
-                _ => Err("only renewals and purges are forwarded".into()),
+                c @ (Command::Renew(_)
+                | Command::PurgeBucket(_)
+                | Command::ReferenceSource(_)
+                | Command::ReleaseSource(_)) => Ok(c),
+                _ => Err("only renewals, purges and fork steps are forwarded".into()),
             }
         }
         Ok(Response::new(pb::ForwardCommandReply { result: Some(result) }))

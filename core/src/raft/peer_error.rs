@@ -27,6 +27,8 @@ pub enum PeerError {
     NotLeader { url: String, group: u32 },
     #[error("{url}: an answer with neither a value nor a refusal")]
     Empty { url: String },
+    #[error("{url}: an answer that does not decode: {detail}")]
+    Malformed { url: String, detail: String },
     #[error("{url}: {replies} replies to {requests} requests")]
     BatchMismatch { url: String, replies: usize, requests: usize },
     #[error("the peer's batcher stopped")]

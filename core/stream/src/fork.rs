@@ -63,7 +63,7 @@ pub struct ReferenceSource {
 }
 
 /// What the source gave a fork: its reference and what the fork inherits.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct SourceReferenced {
     pub base: ForkBase,
     pub content_type: ContentType,
@@ -116,4 +116,23 @@ pub struct ForkPrefix {
     pub to: Offset,
     /// The source group's log index a replica must have applied.
     pub reference: u64,
+}
+
+/// A fork step's outcome in a source's group, as its leader answers a node
+/// that forwarded the step.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
+pub enum ForkStep {
+    Referenced(Result<SourceReferenced, crate::outcome::Rejection>),
+    Released(Option<ForkBase>),
+}
+
+impl ForkStep {
+    /// The step an outcome is; `None` for the outcome of another command.
+    pub fn from_outcome(outcome: crate::store::Outcome) -> Option<ForkStep> {
+        match outcome {
+            crate::store::Outcome::ReferenceSource(r) => Some(ForkStep::Referenced(r)),
+            crate::store::Outcome::ReleaseSource { released } => Some(ForkStep::Released(released)),
+            _ => None,
+        }
+    }
 }

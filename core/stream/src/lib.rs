@@ -47,7 +47,9 @@ pub use command::{
 };
 pub use content_type::ContentType;
 pub use error_code::ErrorCode;
-pub use fork::{CreateFork, ForkBase, ForkLinks, ForkPrefix, ReferenceSource, ReleaseSource, SourceReferenced};
+pub use fork::{
+    CreateFork, ForkBase, ForkLinks, ForkPrefix, ForkStep, ReferenceSource, ReleaseSource, SourceReferenced,
+};
 pub use ids::{BucketId, IdError, StreamId, StreamKey};
 pub use incarnation::Incarnation;
 pub use lifetime::Lifetime;

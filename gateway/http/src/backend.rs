@@ -42,9 +42,6 @@ pub enum BackendError {
     /// A fault of the backend; a write's outcome is unknown.
     #[error("internal: {0}")]
     Internal(String),
-    /// This backend does not serve the request (`501`).
-    #[error("not implemented: {0}")]
-    NotImplemented(&'static str),
     /// An intermediary (a gateway) reached no voter; nothing was forwarded
     /// or, for a read, it may be asked again. Never sent by a node.
     #[error("no upstream: {0:?}")]
@@ -237,7 +234,7 @@ pub struct PartStaged {
 /// backend decides every method (no default bodies).
 /// `PUT` with `Stream-Forked-From` (upstream "Stream forking"); what the
 /// request left out (content type, lifetime) the fork inherits.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ForkStream {
     pub key: StreamKey,
     pub source: StreamKey,
@@ -254,11 +251,7 @@ pub struct ForkStream {
 
 pub trait Streams: Send + Sync + 'static {
     fn create(&self, cmd: CreateStream) -> impl Future<Output = Result<CreateOk, BackendError>> + Send;
-    /// Creates a fork; a backend without forks answers `501`.
-    fn fork(&self, req: ForkStream) -> impl Future<Output = Result<CreateOk, BackendError>> + Send {
-        drop(req);
-        async { Err(BackendError::NotImplemented("this server does not create forks yet")) }
-    }
+    fn fork(&self, req: ForkStream) -> impl Future<Output = Result<CreateOk, BackendError>> + Send;
     fn append(&self, cmd: AppendStream) -> impl Future<Output = Result<AppendOk, BackendError>> + Send;
     fn delete(&self, cmd: DeleteStream) -> impl Future<Output = Result<(), BackendError>> + Send;
     fn publish_snapshot(&self, cmd: PublishSnapshot) -> impl Future<Output = Result<SnapshotOk, BackendError>> + Send;

@@ -334,9 +334,6 @@ impl ApiError {
                 "the leadership changed after the write was proposed; it may have applied: repeat it with its key",
             )
             .header("retry-after", retry_after_secs),
-            ApiError::Backend(BackendError::NotImplemented(what)) => {
-                ErrorAnswer::new(S::NOT_IMPLEMENTED, ErrorCode::Unsupported, *what)
-            }
             ApiError::Backend(BackendError::NoColdStore) => ErrorAnswer::new(
                 S::NOT_IMPLEMENTED,
                 ErrorCode::NoColdStore,

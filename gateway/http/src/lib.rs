@@ -40,9 +40,9 @@ pub mod telemetry;
 pub mod wire;
 
 pub use backend::{
-    Backend, BackendError, LeaderHint, Operations, PartAdmission, PartStaged, PartsCommit, PartsDiscard, PartsRefusal,
-    ReadBootstrap, ReadSnapshot, ReadStream, SnapshotParts, StagedPart, Streams, Unavailable, UpstreamFailure,
-    WaitOutcome, WaitStream, WriteRoute,
+    Backend, BackendError, ForkStream, LeaderHint, Operations, PartAdmission, PartStaged, PartsCommit, PartsDiscard,
+    PartsRefusal, ReadBootstrap, ReadSnapshot, ReadStream, SnapshotParts, StagedPart, Streams, Unavailable,
+    UpstreamFailure, WaitOutcome, WaitStream, WriteRoute,
 };
 pub use connection::ConnectionLimits;
 pub use front::{BodyPace, FrontDoor, PlainFrontDoor, Upload};

@@ -96,7 +96,6 @@ pub fn failure(group: u32, e: &BackendError) -> pb::Failure {
             Kind::OutcomeUnknown(pb::OutcomeUnknown { retry_after_secs: *retry_after_secs })
         }
         BackendError::Internal(message) => Kind::Internal(pb::Internal { message: message.clone() }),
-        BackendError::NotImplemented(what) => Kind::Internal(pb::Internal { message: (*what).to_owned() }),
         // A gateway's own failure; a node never answers it, and a gateway
         // that relayed it would be a fault.
         BackendError::Upstream(u) => Kind::Internal(pb::Internal { message: format!("an upstream failure {u:?}") }),
@@ -242,8 +241,6 @@ mod tests {
             BackendError::Unavailable { reason: Unavailable::ApplyStopped, .. } => "apply stopped",
             BackendError::OutcomeUnknown { .. } => "outcome unknown",
             BackendError::NoColdStore => "no cold store",
-            // A gateway's own answer, never sent over the wire.
-            BackendError::NotImplemented(_) => "not implemented",
             BackendError::Parts(PartsRefusal::UnknownPart) => "unknown part",
             BackendError::Parts(PartsRefusal::DigestMismatch) => "digest",
             BackendError::Parts(PartsRefusal::TooLarge { .. }) => "too large",

@@ -11,8 +11,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use ursula_http::wire::{self, pb};
 use ursula_http::{
-    Backend, BackendError, Metrics, Operations, PartAdmission, PartStaged, PartsCommit, PartsDiscard, ReadBootstrap,
-    ReadSnapshot, ReadStream, Readiness, SnapshotParts, StagedPart, Streams, WaitOutcome, WaitStream, WriteRoute,
+    Backend, BackendError, ForkStream, Metrics, Operations, PartAdmission, PartStaged, PartsCommit, PartsDiscard,
+    ReadBootstrap, ReadSnapshot, ReadStream, Readiness, SnapshotParts, StagedPart, Streams, WaitOutcome, WaitStream,
+    WriteRoute,
 };
 use ursula_stream::{
     AdvanceRetention, AppendOk, AppendStream, BootstrapView, CreateOk, CreateStream, DeleteStream, PublishSnapshot,
@@ -111,6 +112,10 @@ impl Backend for GatewayBackend {
 impl Streams for GatewayBackend {
     async fn create(&self, cmd: CreateStream) -> Result<CreateOk, BackendError> {
         self.write(&cmd.key, &cmd, |mut c, r| async move { c.create(r).await }).await
+    }
+
+    async fn fork(&self, cmd: ForkStream) -> Result<CreateOk, BackendError> {
+        self.write(&cmd.key, &cmd, |mut c, r| async move { c.fork(r).await }).await
     }
 
     async fn append(&self, cmd: AppendStream) -> Result<AppendOk, BackendError> {
