@@ -356,3 +356,26 @@ async fn ext_3_4_regular_reads_do_not_return_snapshot_bytes() {
     node.publish(S, &offset(3), TEXT, "SNAPSHOT").await;
     assert_eq!(node.read_all(S).await.text(), "abc");
 }
+
+/// A fork's bootstrap (docs/forks.md): its updates from the snapshot point
+/// take the source's bytes below the fork point, then the fork's own, and
+/// a snapshot of the fork may sit inside the inherited bytes.
+#[tokio::test]
+async fn ext_3_2_a_forks_bootstrap_reads_its_inherited_updates() {
+    let node = Node::start();
+    node.create("/demo/src", OCTETS).await;
+    node.append("/demo/src", OCTETS, b"\x00\x01\x02\x03\x04".to_vec()).await;
+    node.put("/demo/fork").header("stream-forked-from", "/demo/src").send().await.expect(201);
+    node.append("/demo/fork", OCTETS, b"\x05\x06".to_vec()).await;
+    let answer = bootstrap(&node, "/demo/fork").await;
+    answer.expect_header("stream-next-offset", &offset(7)).expect_header("stream-up-to-date", "true");
+    let parts = multipart(&answer);
+    assert_eq!(parts.last().map(|p| p.body.clone()), Some(b"\x00\x01\x02\x03\x04\x05\x06".to_vec()), "{parts:?}");
+    node.publish("/demo/fork", &offset(2), "application/vnd.example", "snap").await;
+    let answer = bootstrap(&node, "/demo/fork").await;
+    answer.expect_header("stream-snapshot-offset", &offset(2)).expect_header("stream-next-offset", &offset(7));
+    let parts = multipart(&answer);
+    assert_eq!(parts.len(), 2, "{parts:?}");
+    assert_eq!(parts[0].body, b"snap");
+    assert_eq!(parts[1].body, b"\x02\x03\x04\x05\x06");
+}

@@ -264,3 +264,71 @@ async fn a_fork_of_a_flushed_prefix_reads_back_after_its_source_is_deleted() {
         assert!(read_whole(v, fork, 5_000).await == expected, "{}: in small requests", v.base());
     }
 }
+
+/// A voter whose WAL was wiped comes back by snapshot install, and the
+/// snapshot carries the forks: the fork reads its source's part on that
+/// voter, and the soft-deleted source still answers `410` there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voter_that_installs_a_snapshot_serves_forks_and_soft_deleted_sources() {
+    use crate::support::cluster::{Layout, Planes};
+    if through_gateway() {
+        return;
+    }
+    let mut layout = Layout::new(3, "fork-snapshot", 1, Planes::Shared);
+    // Snapshots every few entries: the leader purges what a wiped voter needs.
+    layout.raft_extra = "snapshot_backstop_logs = 10\n".into();
+    let mut voters: Vec<Option<Node>> = (0..3).map(|i| Some(layout.start(i))).collect();
+    for v in voters.iter().flatten() {
+        crate::cluster::wait_ready(v).await;
+    }
+    let leader = voters[0].as_ref().expect("node 1 leads the group it initialized");
+    leader.create("/demo/src", TEXT).await;
+    leader.append("/demo/src", TEXT, "inherited").await;
+    leader.put("/demo/fork").header("stream-forked-from", "/demo/src").send().await.expect(201);
+    leader.delete("/demo/src").send().await.expect(204);
+    let wiped = 2;
+    voters[wiped].take().expect("running").kill9();
+    std::fs::remove_dir_all(layout.wal(wiped)).expect("wiping the WAL");
+    let leader = voters[0].as_ref().expect("node 1");
+    let mut expected = "inherited".to_string();
+    for i in 0..30 {
+        let record = format!("|{i}");
+        leader.append("/demo/fork", TEXT, record.clone()).await;
+        expected.push_str(&record);
+    }
+    voters[wiped] = Some(layout.start(wiped));
+    let back = voters[wiped].as_ref().expect("restarted");
+    crate::cluster::wait_ready(back).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let read = back.get("/demo/fork?offset=-1").send().await;
+        if read.status == 200 && read.text() == expected {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never converged: {} {}", read.status, read.text());
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let metrics = back.get("/__ursula/metrics").send().await.json();
+    let group = &metrics["raft_groups"][0];
+    assert!(group["snapshot_index"].as_u64() > Some(0), "caught up from a snapshot: {group}");
+    back.head("/demo/src").send().await.expect_head_error(410);
+}
+
+/// The extensions on a fork: its own `Stream-Incarnation`, and an
+/// immutable chunk URL that serves its inherited bytes as any chunk.
+#[tokio::test]
+async fn a_forks_immutable_chunk_serves_its_inherited_bytes_under_its_own_incarnation() {
+    let node = Node::start();
+    node.create("/demo/src", TEXT).await;
+    node.append("/demo/src", TEXT, "inherited").await;
+    node.put("/demo/fork").header("stream-forked-from", "/demo/src").send().await.expect(201);
+    node.append("/demo/fork", TEXT, "+own").await;
+    let source = node.incarnation("/demo/src").await;
+    let fork = node.incarnation("/demo/fork").await;
+    assert_ne!(source, fork, "a fork is a stream of its own");
+    let chunk = node.get(&format!("/demo/fork/incarnation/{fork}/chunk/{}", offset(0))).send().await;
+    chunk.expect(200).expect_header("stream-incarnation", &fork).expect_header("stream-next-offset", &offset(13));
+    assert_eq!(chunk.text(), "inherited+own");
+    let wrong = node.get(&format!("/demo/fork/incarnation/{source}/chunk/{}", offset(0))).send().await;
+    assert_ne!(wrong.status, 200, "the source's token does not name the fork");
+}

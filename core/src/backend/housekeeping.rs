@@ -18,9 +18,10 @@ pub async fn sweep_forever<E: GroupEngine>(engine: Arc<E>, every: Duration) {
             if let Ok(ursula_stream::Outcome::Sweep { released, .. }) = engine.propose(GroupId(g), Command::Sweep).await
             {
                 for base in released {
-                    crate::backend::forks::release_chain(&*engine, base).await;
+                    crate::backend::forks::release_chain(&*engine, &base).await;
                 }
             }
+            crate::backend::forks::release_orphaned_references(&*engine, GroupId(g)).await;
         }
     }
 }

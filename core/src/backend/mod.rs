@@ -303,7 +303,7 @@ impl<E: GroupEngine> Streams for NodeBackend<E> {
         // A fork that went releases its source (and a source collected so, its own).
         if let Some(base) = self.settled(&key, deleted_now).await? {
             let engine = self.engine.clone();
-            tokio::spawn(async move { forks::release_chain(&*engine, base).await });
+            tokio::spawn(async move { forks::release_chain(&*engine, &base).await });
         }
         // The stream's staged parts go after the delete answered, in a task the node owns.
         if let (Some(cold), Some(deleted)) = (self.cold.clone(), deleted) {
@@ -352,6 +352,9 @@ impl<E: GroupEngine> Streams for NodeBackend<E> {
         }
         if let Some(cold) = &self.cold {
             cold.materialize_bootstrap(&mut view).await.map_err(Self::cold_failed)?;
+        }
+        if view.prefix.is_some() {
+            view = self.stitch_fork_bootstrap(view).await?;
         }
         self.renew_if_due(&key).await?;
         Ok(view)

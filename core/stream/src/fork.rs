@@ -31,13 +31,22 @@ pub struct ForkBase {
     pub reference: u64,
 }
 
+/// A reference a fork's create took on its source.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct ForkRef {
+    pub fork: StreamKey,
+    /// When it was taken: a reference older than any create can take whose
+    /// fork does not hold it was left by a create or release that failed.
+    pub taken_ms: u64,
+}
+
 /// A stream's part in forks: the base it was forked from, and the forks
 /// that reference it.
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Default, PartialEq, Eq)]
 pub struct ForkLinks {
     pub base: Option<ForkBase>,
-    /// Live references by id (`ForkBase::reference`), with the fork's key.
-    pub forks: BTreeMap<u64, StreamKey>,
+    /// Live references by id (`ForkBase::reference`).
+    pub forks: BTreeMap<u64, ForkRef>,
     /// Deleted while referenced: kept for its forks, refused to clients.
     pub soft_deleted: bool,
 }

@@ -48,7 +48,7 @@ pub use command::{
 pub use content_type::ContentType;
 pub use error_code::ErrorCode;
 pub use fork::{
-    CreateFork, ForkBase, ForkLinks, ForkPrefix, ForkStep, ReferenceSource, ReleaseSource, SourceReferenced,
+    CreateFork, ForkBase, ForkLinks, ForkPrefix, ForkRef, ForkStep, ReferenceSource, ReleaseSource, SourceReferenced,
 };
 pub use ids::{BucketId, IdError, StreamId, StreamKey};
 pub use incarnation::Incarnation;

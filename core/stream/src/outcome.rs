@@ -248,6 +248,9 @@ pub struct BootstrapView {
     /// them (and cuts at `cold_cut`) before anyone sees the view.
     pub cold: Vec<crate::cold::ColdSlice>,
     pub cold_cut: Option<crate::cold::ColdCut>,
+    /// On a fork, the updates' source part and the read that takes it: the
+    /// shell reads it and puts it before `cold` and `updates`.
+    pub prefix: Option<(crate::fork::ForkPrefix, crate::store::ReadQuery)>,
 }
 
 /// A catch-up read's answer: the bytes of `[start, next)`.
@@ -288,8 +291,6 @@ pub enum ForkFault {
     OffsetBeyondTail,
     SubOffsetBeyondAppend,
     OtherBucket,
-    /// A bootstrap of a fork from below its fork point (not served yet).
-    BootstrapBelowForkPoint,
 }
 
 impl ForkFault {
@@ -298,7 +299,6 @@ impl ForkFault {
             ForkFault::OffsetBeyondTail => "the fork offset is beyond the source's tail",
             ForkFault::SubOffsetBeyondAppend => "the fork sub-offset is beyond the append at the fork offset",
             ForkFault::OtherBucket => "a fork and its source must be in the same bucket",
-            ForkFault::BootstrapBelowForkPoint => "a fork's bootstrap reads from a snapshot at or after its fork point",
         }
     }
 }

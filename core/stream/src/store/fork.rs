@@ -5,7 +5,8 @@ use super::StreamStore;
 use super::create::AtPath;
 use crate::command::{ApplyCtx, Body};
 use crate::data::StreamData;
-use crate::fork::{CreateFork, ForkBase, ReferenceSource, ReleaseSource, SourceReferenced};
+use crate::fork::{CreateFork, ForkBase, ForkRef, ReferenceSource, ReleaseSource, SourceReferenced};
+use crate::ids::StreamKey;
 use crate::offset::Offset;
 use crate::outcome::{CreateOk, ForkFault, Rejection};
 
@@ -45,7 +46,8 @@ impl StreamStore {
         }
         let offset = sub_offset_end(&stream.data, stream.content_type.is_json(), at, cmd.sub_offset)?;
         let base = ForkBase { source: cmd.source, incarnation: stream.incarnation, offset, reference: ctx.log_index };
-        stream.fork.get_or_insert_with(Default::default).forks.insert(ctx.log_index, cmd.fork);
+        let taken = ForkRef { fork: cmd.fork, taken_ms: ctx.now_ms };
+        stream.fork.get_or_insert_with(Default::default).forks.insert(ctx.log_index, taken);
         Ok(SourceReferenced {
             base,
             content_type: stream.content_type.clone(),
@@ -68,6 +70,27 @@ impl StreamStore {
         let info = stream.info();
         self.insert(key, stream);
         Ok(CreateOk { created: true, info })
+    }
+
+    /// The references of this group's streams taken before `before_ms`, as
+    /// (source, reference id, fork): the shell checks each against its fork.
+    pub fn fork_references(&self, before_ms: u64) -> Vec<(StreamKey, u64, StreamKey)> {
+        let mut out = Vec::new();
+        for (bucket, streams) in &self.streams {
+            for (id, stream) in streams {
+                let Some(links) = stream.fork.as_ref() else { continue };
+                for (reference, taken) in links.forks.iter().filter(|(_, t)| t.taken_ms < before_ms) {
+                    let source = StreamKey { bucket: bucket.clone(), stream: id.clone() };
+                    out.push((source, *reference, taken.fork.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether the stream at `fork` holds reference `reference` on `source`.
+    pub fn holds_reference(&self, fork: &StreamKey, source: &StreamKey, reference: u64) -> bool {
+        self.stored(fork).and_then(|s| s.fork_base()).is_some_and(|b| b.source == *source && b.reference == reference)
     }
 
     /// Drops a reference; a source deleted or expired meanwhile goes with

@@ -9,7 +9,7 @@ use crate::data::ReadPlan;
 use crate::fork::ForkPrefix;
 use crate::ids::StreamKey;
 use crate::offset::{Offset, ReadFrom};
-use crate::outcome::{BootstrapView, ForkFault, ReadView, Rejection, StreamInfo};
+use crate::outcome::{BootstrapView, ReadView, Rejection, StreamInfo};
 
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadQuery {
@@ -120,7 +120,7 @@ impl StreamStore {
         let stream = self.found(key, now_ms)?;
         let start = stream.snapshot.as_ref().map_or(stream.retained, |s| s.offset);
         if stream.fork_base().is_some_and(|base| start < base.offset) {
-            return Err(Rejection::InvalidFork(ForkFault::BootstrapBelowForkPoint));
+            return Ok(fork_bootstrap(stream, start, max_bytes));
         }
         let tail = stream.data.tail().bytes();
         let plan = if stream.content_type.is_json() {
@@ -138,6 +138,28 @@ impl StreamStore {
             updates: stream.data.slice(plan.hot_from, plan.end),
             cold: plan.cold,
             cold_cut: plan.cut,
+            prefix: None,
         })
+    }
+}
+
+/// The bootstrap of a fork from below its fork point: its updates are a
+/// read with the bootstrap's rule (a JSON stream whole messages within
+/// `max_bytes`, another all or nothing) whose source part the shell reads.
+fn fork_bootstrap(stream: &StreamState, start: Offset, max_bytes: u64) -> BootstrapView {
+    let tail = stream.data.tail();
+    let budget = if stream.content_type.is_json() || tail.bytes() - start.bytes() <= max_bytes { max_bytes } else { 0 };
+    let query =
+        ReadQuery { from: ReadFrom::At(start), max_bytes: budget, boundary: Boundary::Byte, whole_json_messages: true };
+    let view = view_of(stream, start, tail, query);
+    BootstrapView {
+        info: stream.info(),
+        snapshot: stream.snapshot.as_deref().cloned(),
+        start,
+        next: view.next,
+        updates: view.chunks,
+        cold: view.cold,
+        cold_cut: view.cold_cut,
+        prefix: view.prefix.map(|prefix| (prefix, query)),
     }
 }

@@ -278,3 +278,25 @@ fn a_fork_of_an_absolute_expiry_inherits_it_and_its_own_lifetime_wins() {
     assert_eq!(referenced.inherited_lifetime(None), Lifetime::ExpiresAt { at_ms: 5_000 });
     assert_eq!(referenced.inherited_lifetime(Some(Lifetime::Ttl { secs: 9 })), Lifetime::Ttl { secs: 9 });
 }
+
+#[test]
+fn a_forks_bootstrap_leaves_the_source_part_to_the_shell_and_bytes_are_all_or_nothing() {
+    let mut h = Harness::new();
+    h.create_with("s", "text/plain", "abcdef", Lifetime::Forever, false).expect("source");
+    h.fork("s", "f", None, 0).expect("fork");
+    h.append(Harness::append_cmd("f", Some("text/plain"), "XY")).expect("append");
+    let view = h.store.bootstrap(&key("f"), 100, h.now_ms).expect("bootstrap");
+    assert_eq!(view.next, Offset(8));
+    let own: Vec<u8> = view.updates.iter().flat_map(|c| c.to_vec()).collect();
+    assert_eq!(own, b"XY", "the fork's own updates; the source part is the shell's");
+    let (prefix, query) = view.prefix.expect("a source part");
+    assert_eq!((prefix.from, prefix.to), (Offset(0), Offset(6)));
+    assert_eq!(h.read_prefix(&prefix), "abcdef");
+    assert_eq!(query.max_bytes, 100);
+    // Eight bytes do not fit in seven: none, as for any stream of bytes.
+    let view = h.store.bootstrap(&key("f"), 7, h.now_ms).expect("bootstrap");
+    assert!(view.updates.is_empty() && view.next == Offset(6), "the own part is empty");
+    let (prefix, query) = view.prefix.expect("a source part");
+    let part = h.store.read_fork_prefix(&prefix, query).expect("source");
+    assert_eq!(part.next, Offset(0), "and the source part takes nothing");
+}
