@@ -55,10 +55,15 @@ pub async fn append_all(node: &Node, body: &[u8]) -> usize {
 
 /// Every byte from `from` to the tail, request by request.
 async fn read_from(node: &Node, from: u64, max_bytes: u64) -> Vec<u8> {
+    read_to_tail(node, S, offset(from), max_bytes).await
+}
+
+/// Every byte of `path` from offset `next` (`-1`: its start) to its tail,
+/// in requests of at most `max_bytes`.
+pub async fn read_to_tail(node: &Node, path: &str, mut next: String, max_bytes: u64) -> Vec<u8> {
     let mut out = Vec::new();
-    let mut next = offset(from);
     loop {
-        let answer = node.get(&format!("{S}?offset={next}&max_bytes={max_bytes}")).send().await;
+        let answer = node.get(&format!("{path}?offset={next}&max_bytes={max_bytes}")).send().await;
         answer.expect(200);
         out.extend_from_slice(&answer.body);
         next = answer.must("stream-next-offset").to_string();

@@ -216,28 +216,13 @@ async fn through_a_gateway_a_fork_whose_source_another_voter_leads_reads_and_is_
     drop(voters);
 }
 
-/// Every byte of `path` from its start, in requests of `max_bytes`.
-async fn read_whole(node: &Node, path: &str, max_bytes: u64) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut next = "-1".to_string();
-    loop {
-        let answer = node.get(&format!("{path}?offset={next}&max_bytes={max_bytes}")).send().await;
-        answer.expect(200);
-        out.extend_from_slice(&answer.body);
-        next = answer.must("stream-next-offset").to_string();
-        if answer.header("stream-up-to-date") == Some("true") {
-            return out;
-        }
-    }
-}
-
 /// A fork of a prefix flushed to the cold tier (a real S3-compatible
 /// server) reads it back byte for byte on every voter, in small and large
 /// requests, after its source is deleted too: the source's cold spans stay
 /// referenced by the soft-deleted source.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fork_of_a_flushed_prefix_reads_back_after_its_source_is_deleted() {
-    use crate::cold::{BIN, FLUSH, S, append_all, cluster, wait_flushed};
+    use crate::cold::{BIN, FLUSH, S, append_all, cluster, read_to_tail, wait_flushed};
     use crate::support::pattern;
     use crate::support::s3::S3Server;
     if through_gateway() {
@@ -260,8 +245,9 @@ async fn a_fork_of_a_flushed_prefix_reads_back_after_its_source_is_deleted() {
     let mut expected = body;
     expected.extend_from_slice(b"+own");
     for v in voters.iter().flatten() {
-        assert!(read_whole(v, fork, 8 * 1024 * 1024).await == expected, "{}: in one request", v.base());
-        assert!(read_whole(v, fork, 5_000).await == expected, "{}: in small requests", v.base());
+        let whole = |max| read_to_tail(v, fork, "-1".to_string(), max);
+        assert!(whole(8 * 1024 * 1024).await == expected, "{}: in one request", v.base());
+        assert!(whole(5_000).await == expected, "{}: in small requests", v.base());
     }
 }
 

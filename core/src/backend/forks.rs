@@ -3,17 +3,13 @@
 //! own, and the releases that follow a fork's end.
 
 use bytes::Bytes;
-use ursula_http::backend::{BackendError, ForkStream, Unavailable};
+use ursula_http::backend::{BackendError, ForkStream};
 use ursula_stream::{
     Body, BootstrapView, Command, CreateFork, CreateOk, CreateStream, ForkBase, ForkStep, Outcome, ReadQuery, ReadView,
     ReferenceSource, ReleaseSource,
 };
 
 use super::{NodeBackend, internal, unexpected};
-
-/// How long a read waits for this replica of a fork's source group to apply
-/// the fork's reference.
-const SOURCE_APPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 use crate::engine::{GroupEngine, Leadership};
 use ursula_stream::routing::{GroupId, group_of};
 
@@ -23,6 +19,8 @@ impl<E: GroupEngine> NodeBackend<E> {
     /// that did not take the reference (`200`, `409`) releases it; one whose
     /// outcome is unknown keeps it, since the fork may exist.
     pub(crate) async fn fork_stream(&self, req: ForkStream) -> Result<CreateOk, BackendError> {
+        // Admitted before the reference is taken, so a refusal leaves none.
+        let _outstanding = self.admit_write(self.group(&req.key), req.body.len())?;
         let reference = ReferenceSource {
             source: req.source.clone(),
             fork: req.key.clone(),
@@ -49,7 +47,6 @@ impl<E: GroupEngine> NodeBackend<E> {
         };
         let base = referenced.base.clone();
         let fork = CreateFork { create, base: base.clone(), offset_named: req.offset.is_some() };
-        let _outstanding = self.admit_write(self.group(&req.key), fork.create.body.len())?;
         let created = match self.propose_in(self.group(&req.key), Command::CreateFork(fork)).await? {
             Outcome::Create(result) => result.map_err(|r| self.refused(&req.key, r)),
             other => Err(unexpected(&other)),
@@ -58,22 +55,6 @@ impl<E: GroupEngine> NodeBackend<E> {
             release_chain(&*self.engine, &base).await;
         }
         created
-    }
-
-    /// Waits until this replica of the source's group applied the fork's
-    /// reference, and so holds every byte below the fork point: a fork's
-    /// leader may be another voter than its source's, and its replica of the
-    /// source's group may lag for a moment after the fork was created.
-    async fn applied_through(&self, prefix: &ursula_stream::ForkPrefix) -> Result<(), BackendError> {
-        let group = self.group(&prefix.source);
-        let deadline = tokio::time::Instant::now() + SOURCE_APPLY_WAIT;
-        while self.engine.applied_index(group) < prefix.reference {
-            if tokio::time::Instant::now() >= deadline {
-                return Err(BackendError::Unavailable { reason: Unavailable::NoLeader, retry_after_secs: 1 });
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-        Ok(())
     }
 
     /// A fork's bootstrap from below its fork point: its updates stitched as
@@ -104,28 +85,28 @@ impl<E: GroupEngine> NodeBackend<E> {
         mut view: ReadView,
         query: ReadQuery,
     ) -> Result<ReadView, BackendError> {
-        let mut levels: Vec<(Vec<Bytes>, bool)> = Vec::new();
+        // Each source part, with where it stopped when short of its fork point.
+        let mut levels: Vec<(Vec<Bytes>, Option<ursula_stream::Offset>)> = Vec::new();
         let mut next_prefix = view.prefix.take();
-        let mut truncated_at = None;
         while let Some(prefix) = next_prefix {
-            self.applied_through(&prefix).await?;
+            // The fork's leader may be another voter than its source's: its
+            // replica of the source's group holds every byte below the fork
+            // point once it applied the reference.
+            self.engine.wait_applied(self.group(&prefix.source), prefix.reference).await.map_err(internal)?;
             let mut part = self.query(&prefix.source, |store, _| store.read_fork_prefix(&prefix, query))?;
             if let Some(cold) = &self.cold {
                 cold.materialize(&mut part).await.map_err(Self::cold_failed)?;
             }
             next_prefix = part.prefix.take();
-            let whole = part.next == prefix.to;
-            if !whole {
-                truncated_at = Some(part.next);
-            }
-            levels.push((std::mem::take(&mut part.chunks), whole));
+            let short = (part.next != prefix.to).then_some(part.next);
+            levels.push((std::mem::take(&mut part.chunks), short));
         }
         // Deepest first; a level that stopped short hides the ones above it.
         let mut chunks = Vec::new();
-        for (level, whole) in levels.into_iter().rev() {
+        for (level, short) in levels.into_iter().rev() {
             chunks.extend(level);
-            if !whole {
-                view.next = truncated_at.unwrap_or(view.next);
+            if let Some(stopped) = short {
+                view.next = stopped;
                 view.up_to_date = false;
                 view.closed_at_end = false;
                 return Ok(ReadView { chunks, ..view });

@@ -63,9 +63,4 @@ impl GroupEngine for MemoryEngine {
     fn state(&self, group: GroupId) -> Result<&Mutex<GroupState>, EngineError> {
         Ok(&self.group(group)?.state)
     }
-
-    /// Each command applies as it is proposed: the last index given is applied.
-    fn applied_index(&self, group: GroupId) -> u64 {
-        self.group(group).map_or(0, |g| g.last_index.load(Ordering::Relaxed))
-    }
 }

@@ -199,6 +199,12 @@ pub trait GroupEngine: Send + Sync + 'static {
     fn applied_index(&self, _group: GroupId) -> u64 {
         0
     }
+    /// Resolves once this replica of `group` applied `index` (`NoLeader`
+    /// when it does not within a few seconds). An engine without peers
+    /// applies each command as it proposes it.
+    fn wait_applied(&self, _group: GroupId, _index: u64) -> impl Future<Output = Result<(), EngineError>> + Send {
+        async { Ok(()) }
+    }
     /// Sets (`Some(true)`), lifts (`Some(false)`) or reads (`None`) the
     /// maintenance drain mark.
     fn maintenance(&self, _set: Option<bool>) -> impl Future<Output = Result<ShedState, AdminError>> + Send {

@@ -250,15 +250,20 @@ impl GroupEngine for RaftEngine {
                     tracing::debug!(group = group.0, error = %e, "no read barrier from the leader");
                     EngineError::NoLeader(group)
                 })?;
-                g.raft
-                    .wait(Some(BARRIER_APPLY_WAIT))
-                    .applied_index_at_least(Some(index), "the leader's read barrier")
-                    .await
-                    .map(|_| ())
-                    .map_err(|_| EngineError::NoLeader(group))
+                self.wait_applied(group, index).await
             }
             _ => Err(EngineError::NoLeader(group)),
         }
+    }
+
+    async fn wait_applied(&self, group: GroupId, index: u64) -> Result<(), EngineError> {
+        self.group(group)?
+            .raft
+            .wait(Some(BARRIER_APPLY_WAIT))
+            .applied_index_at_least(Some(index), "an index to read at")
+            .await
+            .map(|_| ())
+            .map_err(|_| EngineError::NoLeader(group))
     }
 
     fn leadership(&self, group: GroupId) -> Leadership {

@@ -204,18 +204,9 @@ impl Peers {
         command: &ursula_stream::Command,
     ) -> Result<u64, PeerError> {
         use pb::forward_command_reply::Result as R;
-        let bytes = super::codec::encode_command(command)?;
-        let request = ursula_http::telemetry::traced(pb::ForwardCommandRequest {
-            preamble: Some(self.preamble(group)),
-            command: bytes.to_vec(),
-        });
-        let (url, reply) =
-            self.ask(leader, FORWARD_WAIT, |mut c| async move { c.forward_command(request).await }).await?;
-        match reply.result {
-            Some(R::Count(count)) => Ok(count),
-            Some(R::NotLeader(_)) => Err(PeerError::NotLeader { url: url.to_owned(), group }),
-            Some(R::Refusal(r)) => Err(PeerError::refused(url, &r)),
-            Some(R::ForkStep(_)) | None => Err(PeerError::Empty { url: url.to_owned() }),
+        match self.forward_command(leader, group, command).await? {
+            (_, R::Count(count)) => Ok(count),
+            (url, _) => Err(PeerError::Empty { url }),
         }
     }
 
@@ -227,6 +218,22 @@ impl Peers {
         command: &ursula_stream::Command,
     ) -> Result<ursula_stream::ForkStep, PeerError> {
         use pb::forward_command_reply::Result as R;
+        match self.forward_command(leader, group, command).await? {
+            (url, R::ForkStep(step)) => ursula_http::wire::decode("a fork step", &step)
+                .map_err(|e| PeerError::Malformed { url, detail: e.to_string() }),
+            (url, _) => Err(PeerError::Empty { url }),
+        }
+    }
+
+    /// `ForwardCommand` to `leader`: the answer's value with the peer's
+    /// URL; a leader that moved, a refusal or no answer is an error.
+    async fn forward_command(
+        &self,
+        leader: NodeId,
+        group: u32,
+        command: &ursula_stream::Command,
+    ) -> Result<(String, pb::forward_command_reply::Result), PeerError> {
+        use pb::forward_command_reply::Result as R;
         let bytes = super::codec::encode_command(command)?;
         let request = ursula_http::telemetry::traced(pb::ForwardCommandRequest {
             preamble: Some(self.preamble(group)),
@@ -235,11 +242,10 @@ impl Peers {
         let (url, reply) =
             self.ask(leader, FORWARD_WAIT, |mut c| async move { c.forward_command(request).await }).await?;
         match reply.result {
-            Some(R::ForkStep(step)) => ursula_http::wire::decode("a fork step", &step)
-                .map_err(|e| PeerError::Malformed { url: url.to_owned(), detail: e.to_string() }),
             Some(R::NotLeader(_)) => Err(PeerError::NotLeader { url: url.to_owned(), group }),
             Some(R::Refusal(r)) => Err(PeerError::refused(url, &r)),
-            Some(R::Count(_)) | None => Err(PeerError::Empty { url: url.to_owned() }),
+            None => Err(PeerError::Empty { url: url.to_owned() }),
+            Some(value) => Ok((url.to_owned(), value)),
         }
     }
 

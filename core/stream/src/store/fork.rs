@@ -133,8 +133,8 @@ fn sub_offset_end(data: &StreamData, json: bool, at: Offset, sub_offset: u64) ->
     if !json {
         return if sub_offset <= chunk.len() as u64 { Ok(at.advance(sub_offset)) } else { Err(beyond) };
     }
-    let ends = chunk.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i as u64 + 1);
-    match ends.into_iter().nth(usize::try_from(sub_offset - 1).unwrap_or(usize::MAX)) {
+    let mut ends = chunk.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i as u64 + 1);
+    match ends.nth(usize::try_from(sub_offset - 1).unwrap_or(usize::MAX)) {
         Some(end) => Ok(at.advance(end)),
         None => Err(beyond),
     }

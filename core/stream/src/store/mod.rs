@@ -352,7 +352,11 @@ impl StreamStore {
     fn commit_cold(&mut self, cmd: crate::cold::CommitCold, ctx: ApplyCtx) -> usize {
         let mut frozen = 0;
         for piece in cmd.pieces {
-            let Some(stream) = self.live_mut(&piece.key, ctx.now_ms) else { continue };
+            // A stream kept for its forks (soft-deleted or expired) still
+            // moves its bytes out of memory.
+            let Some(stream) = self.stored_mut(&piece.key).filter(|s| s.serves(ctx.now_ms) || s.referenced()) else {
+                continue;
+            };
             if stream.incarnation != piece.incarnation {
                 continue;
             }
@@ -386,7 +390,7 @@ impl StreamStore {
         self.streams.values().flat_map(BTreeMap::values).map(|s| s.data.hot_bytes()).sum()
     }
 
-    /// Every live stream with hot bytes that `pick` takes, with its key
+    /// Every live stream, or one kept for its forks, with hot bytes that `pick` takes, with its key
     /// (keys are built only for the streams picked).
     pub fn hot_streams<'a>(
         &'a self,
@@ -396,7 +400,7 @@ impl StreamStore {
         self.streams.iter().flat_map(move |(bucket, streams)| {
             streams
                 .iter()
-                .filter(move |(_, s)| !s.clock.expired(now_ms) && s.data.hot_bytes() > 0 && pick(s))
+                .filter(move |(_, s)| (!s.clock.expired(now_ms) || s.referenced()) && s.data.hot_bytes() > 0 && pick(s))
                 .map(move |(id, s)| (StreamKey { bucket: bucket.clone(), stream: id.clone() }, s))
         })
     }

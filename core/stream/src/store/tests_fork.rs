@@ -322,3 +322,28 @@ fn a_backup_of_a_group_with_forks_round_trips() {
     assert_eq!(h.read_stitched("f"), "kept");
     assert_eq!(h.store.head(&key("s"), h.now_ms), Err(Rejection::StreamSoftDeleted));
 }
+
+/// A source kept for its forks still moves its hot bytes to the cold tier:
+/// the flusher picks it, and the commit freezes them (else the flusher
+/// would upload them again on every pass, and they would stay in memory).
+#[test]
+fn a_soft_deleted_source_is_flushed_and_its_flush_commits() {
+    let mut h = Harness::new();
+    h.create_with("s", "text/plain", "kept", Lifetime::Forever, false).expect("source");
+    h.fork("s", "f", None, 0).expect("fork");
+    assert_eq!(h.delete("s"), Ok(None), "soft");
+    let picked: Vec<StreamKey> = h.store.hot_streams(h.now_ms, |_| true).map(|(k, _)| k).collect();
+    assert!(picked.contains(&key("s")), "{picked:?}");
+    let incarnation = h.store.stored(&key("s")).expect("kept").incarnation;
+    let piece = crate::cold::ColdPiece {
+        key: key("s"),
+        incarnation,
+        start: Offset(0),
+        len: 4,
+        object_offset: 0,
+        digest: [0; 32],
+    };
+    let commit = crate::cold::CommitCold { object: "seg-1".into(), pieces: vec![piece] };
+    assert_eq!(h.apply(Command::CommitCold(commit)), Outcome::CommitCold { frozen: 1 });
+    assert_eq!(h.store.stored(&key("s")).map(|s| s.data.hot_bytes()), Some(0));
+}

@@ -14,6 +14,8 @@ use crate::error::ApiError;
 use crate::headers::{self, names};
 use crate::render::{self, Answer};
 
+/// `PUT`: a create, or with `Stream-Forked-From` a fork, which takes what
+/// the request leaves out (content type, lifetime) from its source.
 pub async fn create<B, T>(shared: &Shared<B>, key: StreamKey, req: Request<T>) -> Result<Answer, ApiError>
 where
     B: Backend,
@@ -21,81 +23,58 @@ where
     T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let h = req.headers();
-    if let Some(fork) = headers::fork(h)? {
-        return create_fork(shared, key, req, fork).await;
-    }
-    let content_type = headers::content_type(h)?.unwrap_or_else(ContentType::octet_stream);
+    let fork = headers::fork(h)?;
+    let content_type = headers::content_type(h)?;
     if headers::producer(h)?.is_some() {
         return Err(ApiError::InvalidProducer(
             "a create must not carry producer headers; create, then claim an epoch with an append".into(),
         ));
     }
-    let lifetime = headers::lifetime(h)?;
+    let lifetime = match &fork {
+        Some(_) if !headers::names_lifetime(h) => None,
+        _ => Some(headers::lifetime(h)?),
+    };
     let closed = headers::stream_closed(h);
     let stream_seq = headers::stream_seq(h)?;
     let expect = headers::incarnation(h)?;
     let location = absolute_url(h, req.uri());
     let upload = read_body(shared, req).await?;
     let raw = upload.bytes.clone();
-    text_is_utf8(Some(&content_type), &raw)?;
-    let body = Body::prepare(Some(&content_type), raw);
-    let ok =
-        shared.backend.create(CreateStream { key, content_type, lifetime, closed, stream_seq, body, expect }).await?;
-    Ok(created_answer(&ok, location))
-}
-
-/// `PUT` with `Stream-Forked-From`: as a create, but what the request
-/// leaves out (content type, lifetime) comes from the source.
-async fn create_fork<B, T>(
-    shared: &Shared<B>,
-    key: StreamKey,
-    req: Request<T>,
-    fork: headers::ForkHeaders,
-) -> Result<Answer, ApiError>
-where
-    B: Backend,
-    T: http_body::Body<Data = Bytes> + Send + 'static,
-    T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let h = req.headers();
-    let content_type = headers::content_type(h)?;
-    if headers::producer(h)?.is_some() {
-        return Err(ApiError::InvalidProducer("a create must not carry producer headers".into()));
-    }
-    let lifetime = if headers::names_lifetime(h) { Some(headers::lifetime(h)?) } else { None };
-    let closed = headers::stream_closed(h);
-    let stream_seq = headers::stream_seq(h)?;
-    let expect = headers::incarnation(h)?;
-    let location = absolute_url(h, req.uri());
-    let upload = read_body(shared, req).await?;
-    let body = upload.bytes.clone();
-    if content_type.is_some() {
-        text_is_utf8(content_type.as_ref(), &body)?;
-    }
-    let fork = ForkStream {
-        key,
-        source: fork.source,
-        offset: fork.offset,
-        sub_offset: fork.sub_offset,
-        content_type,
-        lifetime,
-        closed,
-        stream_seq,
-        body,
-        expect,
+    let ok = match fork {
+        Some(fork) => {
+            if content_type.is_some() {
+                text_is_utf8(content_type.as_ref(), &raw)?;
+            }
+            let (source, offset, sub_offset) = (fork.source, fork.offset, fork.sub_offset);
+            let fork = ForkStream {
+                key,
+                source,
+                offset,
+                sub_offset,
+                content_type,
+                lifetime,
+                closed,
+                stream_seq,
+                body: raw,
+                expect,
+            };
+            shared.backend.fork(fork).await?
+        }
+        None => {
+            let content_type = content_type.unwrap_or_else(ContentType::octet_stream);
+            let lifetime = lifetime.unwrap_or(Lifetime::Forever);
+            text_is_utf8(Some(&content_type), &raw)?;
+            let body = Body::prepare(Some(&content_type), raw);
+            let create = CreateStream { key, content_type, lifetime, closed, stream_seq, body, expect };
+            shared.backend.create(create).await?
+        }
     };
-    let ok = shared.backend.fork(fork).await?;
-    Ok(created_answer(&ok, location))
-}
-
-/// `201` with `Location` for a new stream, `200` for the one already there.
-fn created_answer(ok: &ursula_stream::CreateOk, location: String) -> Answer {
     let status = if ok.created { StatusCode::CREATED } else { StatusCode::OK };
     let mut b = stream_headers(render::builder(status), &ok.info);
     if ok.created {
         b = b.header(header::LOCATION, location);
     }
-    render::finish(b, render::empty())
+    Ok(render::finish(b, render::empty()))
 }
 
 pub async fn append<B, T>(shared: &Shared<B>, key: StreamKey, req: Request<T>) -> Result<Answer, ApiError>
