@@ -86,6 +86,9 @@ enum Command {
         access_key: String,
         #[arg(long, default_value = "bench-secret")]
         secret_key: String,
+        /// Serve `GET` bodies as s3s-fs does (4 KiB reads) instead of one read per request.
+        #[arg(long)]
+        stock_gets: bool,
     },
     /// A minimal OAuth issuer (JWKS, metadata) that writes a token and a policy file, for an access-controlled gateway.
     Issuer {
@@ -251,9 +254,9 @@ fn main() -> anyhow::Result<()> {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         return runtime.block_on(issuer::serve(dir, bucket, listen));
     }
-    if let Command::S3Server { dir, listen, access_key, secret_key } = &cli.command {
+    if let Command::S3Server { dir, listen, access_key, secret_key, stock_gets } = &cli.command {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
-        return runtime.block_on(s3_server::serve(dir, listen, access_key, secret_key));
+        return runtime.block_on(s3_server::serve(dir, listen, access_key, secret_key, *stock_gets));
     }
     if let Command::Soak { args } = &cli.command {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;

@@ -24,6 +24,11 @@ use super::peer_error::PeerError;
 const MAX_IN_FLIGHT: usize = 1;
 /// Requests in one call.
 const MAX_BATCH: usize = 256;
+/// A request this large (a big append, a catch-up) goes alone on a lane of
+/// its own: with one call in flight, every group's heartbeats would wait
+/// behind its transfer, and a 32 MiB append on a slow (debug, loaded) host
+/// outlasted the election timeout and cost its leader the leadership.
+const LARGE_REQUEST: usize = 1024 * 1024;
 /// Bytes of requests in one call: the heartbeats of other groups in the
 /// same call must not wait behind a large catch-up past openraft's RPC
 /// deadline (`heartbeat_interval`), and no call nears the message limit.
@@ -71,6 +76,15 @@ async fn run(
     stats: Arc<BatchStats>,
 ) {
     let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let call = Call { client, url, stats };
+    // Large requests, one call at a time and in order, beside the batches.
+    let (bulk, mut large) = mpsc::unbounded_channel::<Item>();
+    let lane = call.clone();
+    tokio::spawn(async move {
+        while let Some(item) = large.recv().await {
+            lane.call(vec![item]).await;
+        }
+    });
     // A request that did not fit the last batch opens the next one.
     let mut carried: Option<Item> = None;
     loop {
@@ -81,14 +95,22 @@ async fn run(
                 None => return,
             },
         };
+        let mut bytes = first.request.encoded_len();
+        if bytes >= LARGE_REQUEST {
+            let _ = bulk.send(first);
+            continue;
+        }
         // Waiting for a slot is when a batch fills up.
         let Ok(slot) = slots.clone().acquire_owned().await else { return };
-        let mut bytes = first.request.encoded_len();
         let mut items = vec![first];
         while items.len() < MAX_BATCH {
             match rx.try_recv() {
                 Ok(item) => {
                     let len = item.request.encoded_len();
+                    if len >= LARGE_REQUEST {
+                        let _ = bulk.send(item);
+                        continue;
+                    }
                     if bytes.saturating_add(len) > MAX_BATCH_BYTES {
                         carried = Some(item);
                         break;
@@ -99,31 +121,52 @@ async fn run(
                 Err(_) => break,
             }
         }
-        stats.calls.fetch_add(1, Ordering::Relaxed);
-        stats.requests.fetch_add(items.len() as u64, Ordering::Relaxed);
-        let mut client = client.clone();
-        let url = url.clone();
+        call.send(items, slot);
+    }
+}
+
+/// What a batch call needs: the peer's client, for its errors its URL, and the counters.
+#[derive(Clone)]
+struct Call {
+    client: RaftServiceClient<Channel>,
+    url: String,
+    stats: Arc<BatchStats>,
+}
+
+impl Call {
+    /// Sends `items` in one call holding `slot` in a task of its own.
+    fn send(&self, items: Vec<Item>, slot: tokio::sync::OwnedSemaphorePermit) {
+        let call = self.clone();
         tokio::spawn(async move {
-            let (requests, waiters): (Vec<_>, Vec<_>) = items.into_iter().map(|i| (i.request, i.reply)).unzip();
-            let sent = client.append_entries_batch(pb::AppendEntriesBatchRequest { requests }).await;
+            call.call(items).await;
             drop(slot);
-            match sent {
-                Ok(reply) => {
-                    let replies = reply.into_inner().replies;
-                    if replies.len() != waiters.len() {
-                        let why = PeerError::BatchMismatch { url, replies: replies.len(), requests: waiters.len() };
-                        waiters.into_iter().for_each(|w| drop(w.send(Err(why.clone()))));
-                        return;
-                    }
-                    for (waiter, reply) in waiters.into_iter().zip(replies) {
-                        let _ = waiter.send(Ok(reply));
-                    }
-                }
-                Err(status) => {
-                    let why = PeerError::Status { url, status };
+        });
+    }
+
+    /// Sends `items` in one call and answers each waiter.
+    async fn call(&self, items: Vec<Item>) {
+        self.stats.calls.fetch_add(1, Ordering::Relaxed);
+        self.stats.requests.fetch_add(items.len() as u64, Ordering::Relaxed);
+        let (requests, waiters): (Vec<_>, Vec<_>) = items.into_iter().map(|i| (i.request, i.reply)).unzip();
+        let sent = self.client.clone().append_entries_batch(pb::AppendEntriesBatchRequest { requests }).await;
+        let url = &self.url;
+        match sent {
+            Ok(reply) => {
+                let replies = reply.into_inner().replies;
+                if replies.len() != waiters.len() {
+                    let why =
+                        PeerError::BatchMismatch { url: url.clone(), replies: replies.len(), requests: waiters.len() };
                     waiters.into_iter().for_each(|w| drop(w.send(Err(why.clone()))));
+                    return;
+                }
+                for (waiter, reply) in waiters.into_iter().zip(replies) {
+                    let _ = waiter.send(Ok(reply));
                 }
             }
-        });
+            Err(status) => {
+                let why = PeerError::Status { url: url.clone(), status };
+                waiters.into_iter().for_each(|w| drop(w.send(Err(why.clone()))));
+            }
+        }
     }
 }
