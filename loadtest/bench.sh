@@ -10,7 +10,7 @@
 #   TARGET: append32 append8 fanout catchup idle (issue 4), raft8 raft32 (issue 5),
 #           cluster8 cluster32 (issue 6), gateway8 gwcatchup gwchunks (issue 8),
 #           coldcatchup coldappend (issue 7), gwauth8 gwauth32 (issue 18),
-#           coldcached gwbody1m gwbody8m (issue 24),
+#           coldcached gwbody1m gwbody8m hotmem (issue 24),
 #           gwquota8 gwquota32 (issue 19), voters8 voters32 (issue 20),
 #           otel8 otel32 offcost8 offcost32 (issue 23; offcost* needs
 #           URSULA_BASE_BIN, a build of an earlier commit to compare with)
@@ -225,6 +225,44 @@ start_gateway() {
   last_url=$(wait_url "$out/$label.log" "ursula gateway listening on")
 }
 
+# run_hotmem NAME: three voters (fsync=never, no cold tier, one Raft group so
+# one node leads and two follow) take 1 GiB of 1 MiB appends over 16 streams
+# (16 in flight, curl following the 307s); then each voter's VmRSS against
+# the bytes the streams hold.
+run_hotmem() {
+  local name="$1" dir="$out/cluster-$1"
+  rm -rf "$dir"
+  URSULA_GROUPS=1 "$root/scripts/cluster-up.sh" "$ursula" "$dir" 'fsync = "never"\n'
+  local url; url="$(head -n 1 "$dir/urls")"
+  head -c 1048576 /dev/urandom >"$out/$name-body"
+  local s i
+  for s in $(seq 16); do curl -sfL -o /dev/null -X PUT -H 'content-type: application/octet-stream' "$url/bench/m$s"; done
+  for i in $(seq 64); do
+    for s in $(seq 16); do
+      curl -sL -o /dev/null -w '%{http_code}\n' -X POST -H 'content-type: application/octet-stream' \
+        --data-binary "@$out/$name-body" "$url/bench/m$s" &
+    done
+    wait
+  done | sort | uniq -c | sed 's/^/  answers: /' | tee "$out/$name.txt"
+  sleep 5
+  local held=0 tail
+  for s in $(seq 16); do
+    tail=$(curl -sfIL "$url/bench/m$s" | tr -d '\r' | awk -F': ' 'tolower($1) == "stream-next-offset" {print $2}' | tail -n 1)
+    held=$((held + 10#$tail))
+  done
+  local n=0 pid rss role
+  while read -r pid; do
+    n=$((n + 1))
+    rss=$(awk '/^VmRSS:/ {print $2 * 1024}' "/proc/$pid/status")
+    role=follower
+    curl -sf "$(sed -n "${n}p" "$dir/urls")/__ursula/metrics" | grep -q '"raft_leaderships":1' && role=leader
+    awk -v n="$n" -v r="$role" -v rss="$rss" -v held="$held" \
+      'BEGIN { printf "node %d (%s): resident %.0f MiB for %.0f MiB held, %.3fx\n", n, r, rss / 1048576, held / 1048576, rss / held }' \
+      | tee -a "$out/$name.txt"
+  done <"$dir/pids"
+  stop_all "$name"
+}
+
 # run_gateway NAME LABEL_A GW_ARGS_A LABEL_B GW_ARGS_B SCENARIO...: two
 # servers in front of one three-voter cluster, compared in one run. A
 # label "direct" is node 1's client plane (every group's first leader);
@@ -333,6 +371,8 @@ for t in "${targets[@]}"; do
         'flush_interval = "200ms"\nflush_size = "4MiB"\nflush_max_hot_age = "1s"\nmax_hot_size_per_group = "0"\n')" \
         catchup --mib 64 --passes 4 --rounds 3 --settle-secs 5
       s3_down ;;
+    # Issue 24: resident memory per hot byte on a leader and its followers.
+    hotmem) run_hotmem hotmem ;;
     # Issue 24: large bodies straight to the leaders and through a gateway.
     gwbody1m) run_gateway gwbody1m direct "" gateway "" \
       append --streams 4 --writers 4 --bytes 1048576 --duration 2 --warmup 0.5 --rounds 3 ;;

@@ -91,6 +91,20 @@ impl<E: GroupEngine> StreamPlane<E> {
         T: Serialize,
         Fut: Future<Output = Result<T, BackendError>>,
     {
+        Ok(Response::new(self.write_reply(req, key_of, run).await))
+    }
+
+    async fn write_reply<C, T, Fut>(
+        &self,
+        req: pb::WriteRequest,
+        key_of: fn(&C) -> &StreamKey,
+        run: impl FnOnce(Arc<NodeBackend<E>>, C) -> Fut,
+    ) -> pb::WriteReply
+    where
+        C: DeserializeOwned,
+        T: Serialize,
+        Fut: Future<Output = Result<T, BackendError>>,
+    {
         use pb::write_reply::Result as R;
         let result = async {
             let key = self.target(req.target.as_ref())?;
@@ -111,7 +125,12 @@ impl<E: GroupEngine> StreamPlane<E> {
             Ok(value) => R::EncodedOutcome(wire::encode(&value)),
             Err(f) => R::Failure(f),
         };
-        Ok(Response::new(pb::WriteReply { result: Some(result) }))
+        pb::WriteReply { result: Some(result) }
+    }
+
+    async fn append_reply(&self, request: pb::WriteRequest) -> pb::WriteReply {
+        let key_of: fn(&AppendStream) -> &StreamKey = |c| &c.key;
+        self.write_reply(request, key_of, |b, c| async move { b.append(c).await }).await
     }
 
     /// A read from this replica's applied state, or, with `leader`, on the
@@ -197,8 +216,15 @@ impl<E: GroupEngine> StreamService for StreamPlane<E> {
     }
 
     async fn append(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteReply>, Status> {
-        let key_of: fn(&AppendStream) -> &StreamKey = |c| &c.key;
-        self.write(request.into_inner(), key_of, |b, c| async move { b.append(c).await }).await
+        Ok(Response::new(self.append_reply(request.into_inner()).await))
+    }
+
+    async fn append_batch(
+        &self,
+        request: Request<pb::WriteBatchRequest>,
+    ) -> Result<Response<pb::WriteBatchReply>, Status> {
+        let appends = request.into_inner().requests.into_iter().map(|r| self.append_reply(r));
+        Ok(Response::new(pb::WriteBatchReply { replies: futures_util::future::join_all(appends).await }))
     }
 
     async fn delete(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteReply>, Status> {

@@ -123,6 +123,8 @@ mod gateway_live;
 
 // `ursula gateway` bodies: the shared body budget and its headroom, slow-body cuts.
 mod gateway_bodies;
+// A gateway's append batches (issue 24).
+mod gateway_batches;
 
 // Access control: tokens, the bucket policy, concealment (spec/08).
 mod gateway_auth;

@@ -232,6 +232,12 @@ pub fn inject_current(headers: &mut HeaderMap) {
     }
 }
 
+/// Whether the current span is in a sampled trace whose context goes
+/// upstream: such a call travels alone so its trace reaches the voter.
+pub fn current_trace_sampled() -> bool {
+    trace_context_on() && Span::current().context().span().span_context().is_sampled()
+}
+
 const TRACEPARENT: &str = "traceparent";
 
 struct Headers<'a>(&'a HeaderMap);

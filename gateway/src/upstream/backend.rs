@@ -54,6 +54,15 @@ encoded_reply!(pb::HeadReply, head_reply, EncodedInfo);
 encoded_reply!(pb::SnapshotReply, snapshot_reply, EncodedView);
 encoded_reply!(pb::BootstrapReply, bootstrap_reply, EncodedView);
 
+/// An upstream's answer, decoded.
+fn decoded<P: Reply, T: DeserializeOwned>(reply: P) -> Result<T, CallError> {
+    match reply.into_result() {
+        Some(Ok(bytes)) => Ok(wire::decode("an upstream answer", &bytes)?),
+        Some(Err(f)) => Err(refused(f)),
+        None => Err(CallError::Broken(Broken::Empty)),
+    }
+}
+
 impl GatewayBackend {
     /// Sends `request` to the leader of `key`'s group and decodes its
     /// answer. `resend`: whether a call that may have reached a voter may go
@@ -69,13 +78,7 @@ impl GatewayBackend {
         self.upstreams
             .on_leader(key, resend, |c| {
                 let sent = send(c, request.clone());
-                async move {
-                    match sent.await?.into_inner().into_result() {
-                        Some(Ok(bytes)) => Ok(wire::decode("an upstream answer", &bytes)?),
-                        Some(Err(f)) => Err(refused(f)),
-                        None => Err(CallError::Broken(Broken::Empty)),
-                    }
-                }
+                async move { decoded(sent.await?.into_inner()) }
             })
             .await
     }
@@ -119,7 +122,19 @@ impl Streams for GatewayBackend {
     }
 
     async fn append(&self, cmd: AppendStream) -> Result<AppendOk, BackendError> {
-        self.write(&cmd.key, &cmd, |mut c, r| async move { c.append(r).await }).await
+        let request =
+            pb::WriteRequest { target: Some(self.upstreams.target(&cmd.key)), encoded_command: wire::encode(&cmd) };
+        let alone = request.encoded_command.len() >= super::appends::ALONE_FROM_BYTES
+            || ursula_http::telemetry::current_trace_sampled();
+        if alone {
+            return self.call(&cmd.key, false, request, |mut c, r| async move { c.append(r).await }).await;
+        }
+        self.upstreams
+            .append_on_leader(&cmd.key, |appends| {
+                let request = request.clone();
+                async move { decoded(appends.send(request).await?) }
+            })
+            .await
     }
 
     async fn delete(&self, cmd: DeleteStream) -> Result<(), BackendError> {
@@ -232,6 +247,8 @@ impl Operations for GatewayBackend {
         m.count("routing_hops", s.hops.load(Relaxed));
         m.count("upstream_errors", s.upstream_errors.load(Relaxed));
         m.count("routing_exhausted", s.exhausted.load(Relaxed));
+        m.count("append_batch_calls", s.batches.calls.load(Relaxed));
+        m.count("batched_appends", s.batches.appends.load(Relaxed));
         let w = &self.upstreams.watches;
         m.count("live_readers", w.live_readers.load(Relaxed));
         m.count("upstream_watches", w.upstream_watches.load(Relaxed));

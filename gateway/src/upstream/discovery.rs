@@ -48,10 +48,14 @@ impl Upstreams {
                 if d.failure.is_some() || d.group_count == 0 {
                     continue;
                 }
-                let stats = Arc::default();
+                let stats: Arc<super::RouteStats> = Arc::default();
                 let up = Upstreams {
                     urls: urls.clone(),
                     clients: clients.clone(),
+                    appends: clients
+                        .iter()
+                        .map(|c| super::appends::Appends::start(c.clone(), stats.batches.clone()))
+                        .collect(),
                     cluster_id: d.cluster_id.clone(),
                     group_count: d.group_count,
                     max_snapshot_bytes: d.max_snapshot_bytes,

@@ -9,10 +9,12 @@
 //! Module map:
 //! - `discovery`: finding the cluster, probing every upstream, readiness.
 //! - `routing`: calls on a group's leader, following hints.
+//! - `appends`: small appends to one voter, batched per call.
 //! - `backend`: `GatewayBackend`, the HTTP layer's `Backend` over these calls.
 //! - `health`: ejection windows of upstreams that do not answer.
 //! - `watches`: one shared upstream watch per live stream.
 
+pub mod appends;
 pub mod backend;
 pub mod discovery;
 pub mod health;
@@ -49,6 +51,8 @@ pub type Client = StreamServiceClient<InterceptedService<Channel, ursula_http::t
 pub struct Upstreams {
     urls: Vec<String>,
     clients: Vec<Client>,
+    /// Per upstream, its append batcher.
+    appends: Vec<appends::Appends>,
     pub cluster_id: String,
     pub group_count: u32,
     /// The voters' `Ursula-Max-Snapshot-Bytes`; 0: no cold backend.
@@ -67,6 +71,8 @@ pub struct RouteStats {
     pub hops: std::sync::atomic::AtomicU64,
     pub upstream_errors: std::sync::atomic::AtomicU64,
     pub exhausted: std::sync::atomic::AtomicU64,
+    /// The append batchers', over every upstream.
+    pub batches: Arc<appends::BatchStats>,
 }
 
 /// Why a call to one upstream did not produce an answer.

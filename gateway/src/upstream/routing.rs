@@ -44,6 +44,24 @@ impl Upstreams {
         F: Fn(Client) -> Fut,
         Fut: Future<Output = Result<T, CallError>>,
     {
+        self.on_leader_at(key, resend, |at| f(self.clients[at].clone())).await
+    }
+
+    /// An append on the leader of `key`'s group, in that upstream's next batch.
+    pub async fn append_on_leader<T, F, Fut>(&self, key: &StreamKey, f: F) -> Result<T, BackendError>
+    where
+        F: Fn(super::appends::Appends) -> Fut,
+        Fut: Future<Output = Result<T, CallError>>,
+    {
+        self.on_leader_at(key, false, |at| f(self.appends[at].clone())).await
+    }
+
+    /// `on_leader` with the upstream's index.
+    async fn on_leader_at<T, F, Fut>(&self, key: &StreamKey, resend: bool, f: F) -> Result<T, BackendError>
+    where
+        F: Fn(usize) -> Fut,
+        Fut: Future<Output = Result<T, CallError>>,
+    {
         use std::sync::atomic::Ordering::Relaxed;
         self.stats.calls.fetch_add(1, Relaxed);
         let group = group_of(key, self.group_count).0 as usize;
@@ -69,7 +87,7 @@ impl Upstreams {
                     let next = self.next_untried(from, tried, false);
                     (!tried[next]).then_some(next)
                 };
-                let outcome = f(self.clients[at].clone()).await;
+                let outcome = f(at).await;
                 match &outcome {
                     Err(CallError::Unreached(_) | CallError::Broken(_)) => self.health.failed(at, Instant::now()),
                     _ => {
