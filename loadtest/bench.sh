@@ -10,7 +10,7 @@
 #   TARGET: append32 append8 fanout catchup idle (issue 4), raft8 raft32 (issue 5),
 #           cluster8 cluster32 (issue 6), gateway8 gwcatchup gwchunks (issue 8),
 #           coldcatchup coldappend (issue 7), gwauth8 gwauth32 (issue 18),
-#           coldcached gwbody1m gwbody8m hotmem (issue 24),
+#           coldcached coldahead gwbody1m gwbody8m hotmem (issue 24),
 #           gwquota8 gwquota32 (issue 19), voters8 voters32 (issue 20),
 #           otel8 otel32 offcost8 offcost32 (issue 23; offcost* needs
 #           URSULA_BASE_BIN, a build of an earlier commit to compare with)
@@ -295,10 +295,12 @@ run_gateway() {
 }
 
 # s3_up: `ursula-loadtest s3-server` (s3s-fs) over a fresh directory under
-# OUT, with the bucket `bench`; sets s3_url, s3_pid.
+# OUT, with the bucket `bench`; sets s3_url, s3_pid. S3_SERVER_ARGS adds
+# flags (`--stock-gets`: s3s-fs's own 4 KiB reads for a GET).
 s3_up() {
   rm -rf "$out/s3"; mkdir -p "$out/s3/bench"
-  "$lt" s3-server --dir "$out/s3" >"$out/s3.log" 2>&1 &
+  # shellcheck disable=SC2086
+  "$lt" s3-server --dir "$out/s3" ${S3_SERVER_ARGS:-} >"$out/s3.log" 2>&1 &
   s3_pid=$!
   s3_url=$(wait_url "$out/s3.log" "s3 listening on")
 }
@@ -316,7 +318,13 @@ issuer_up() {
 
 issuer_down() { kill "$issuer_pid" 2>/dev/null || true; issuer_pid=""; }
 
-s3_down() { kill "$s3_pid" 2>/dev/null || true; wait "$s3_pid" 2>/dev/null || true; }
+# s3_down: stops the S3 server, first saying how much CPU it used (its own
+# cost, apart from the node's).
+s3_down() {
+  awk -v hz="$(getconf CLK_TCK)" '{ printf "s3 server CPU: %.2f s\n", ($14 + $15) / hz }' "/proc/$s3_pid/stat" \
+    | tee -a "$out/s3-cpu.txt" || true
+  kill "$s3_pid" 2>/dev/null || true; wait "$s3_pid" 2>/dev/null || true
+}
 
 # cold_config NAME KEYS: a config of the development node with the S3 cold
 # tier on s3_url; KEYS are more [storage.cold] lines (printf %b escapes).
@@ -373,6 +381,13 @@ for t in "${targets[@]}"; do
       s3_down ;;
     # Issue 24: resident memory per hot byte on a leader and its followers.
     hotmem) run_hotmem hotmem ;;
+    # Issue 24: cold catch-up of a stream four times the cold cache: every
+    # pass is cold, read-ahead included.
+    coldahead) s3_up
+      run_engines coldahead hot "" cold "--preset default --config $(cold_config coldahead \
+        'flush_interval = "200ms"\nflush_size = "4MiB"\nflush_max_hot_age = "1s"\ncache_size = "16MiB"\nmax_hot_size_per_group = "0"\n')" \
+        catchup --mib 64 --passes 4 --rounds 3 --settle-secs 5
+      s3_down ;;
     # Issue 24: large bodies straight to the leaders and through a gateway.
     gwbody1m) run_gateway gwbody1m direct "" gateway "" \
       append --streams 4 --writers 4 --bytes 1048576 --duration 2 --warmup 0.5 --rounds 3 ;;
