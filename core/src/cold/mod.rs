@@ -66,9 +66,6 @@ pub struct Cold {
     tables: moka::sync::Cache<String, Option<Arc<blocks::Table>>>,
     /// The first block of each read-ahead in flight.
     reading_ahead: std::sync::Mutex<std::collections::HashSet<CacheKey>>,
-    /// Whole-span fetches under way, which a read of the same span joins
-    /// (a catch-up's read often asks for the span its read-ahead is fetching).
-    span_flights: std::sync::Mutex<std::collections::HashMap<CacheKey, read::SpanFlight>>,
     /// Per group: hot bytes at the last flush tick plus what was appended since.
     hot: Vec<AtomicU64>,
     /// Per group: writes refused with `COLD_BACKPRESSURE`.
@@ -150,7 +147,6 @@ impl Cold {
             cache,
             tables,
             reading_ahead: Default::default(),
-            span_flights: Default::default(),
             hot,
             backpressured,
             unreferenced: Default::default(),

@@ -10,8 +10,6 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use blake3::hazmat::ChainingValue;
 use bytes::{Bytes, BytesMut};
-use futures_util::FutureExt;
-use futures_util::future::{BoxFuture, Shared};
 use ursula_stream::{BootstrapView, ColdCut, ColdSlice, ColdSpan, Offset, ReadView};
 
 use super::blocks::{self, BLOCK};
@@ -22,9 +20,6 @@ const RANGE_REQUEST: u64 = 1024 * 1024;
 /// The most of an object's head a first look fetches (the header and, for
 /// most objects, the whole table).
 const HEAD_LOOK: u64 = 16 * 1024;
-/// A whole-span fetch that more than one read may await.
-pub(super) type SpanFlight = Shared<BoxFuture<'static, Result<Bytes, ColdError>>>;
-
 /// The least a read-ahead fetches (1 MiB), or as much as the read that started it.
 const READ_AHEAD_BLOCKS: u64 = 16;
 
@@ -45,69 +40,23 @@ impl Cold {
         ColdError::Corrupt(span.object.clone())
     }
 
-    /// The bytes of `span`, checked: from the cache, or joining a fetch of
-    /// it under way, or fetched.
-    async fn span_bytes(self: &Arc<Self>, span: &ColdSpan) -> Result<Bytes, ColdError> {
+    /// The bytes of `span`, checked.
+    async fn span_bytes(&self, span: &ColdSpan) -> Result<Bytes, ColdError> {
         let key = CacheKey::span(span);
         if let Some(hit) = self.cache.get(&key) {
             self.stats.cache_hits.fetch_add(1, Relaxed);
             return Ok(hit);
         }
-        if self.config.cache_size == 0 {
-            return self.fetch_span(span).await;
-        }
-        let flight = self
-            .span_flights()
-            .entry(key.clone())
-            .or_insert_with(|| {
-                let (me, span) = (self.clone(), span.clone());
-                async move { me.fetch_span(&span).await }.boxed().shared()
-            })
-            .clone();
-        let got = flight.await;
-        // The bytes are in the cache now (or the fetch failed): later reads look there.
-        self.span_flights().remove(&key);
-        got
-    }
-
-    fn span_flights(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<CacheKey, SpanFlight>> {
-        self.span_flights.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Fetches `span` whole and checks it against its digest (and caches it, with a cache).
-    async fn fetch_span(&self, span: &ColdSpan) -> Result<Bytes, ColdError> {
         let bytes = self.fetch_range(&span.object, span.object_offset, span.len).await?;
         if *blake3::hash(&bytes).as_bytes() != span.digest {
             return Err(self.corrupt(span));
         }
         if self.config.cache_size > 0 {
-            self.cache.insert(CacheKey::span(span), bytes.clone());
+            self.cache.insert(key, bytes.clone());
             // See `fetch_blocks`.
             self.cache.run_pending_tasks();
         }
         Ok(bytes)
-    }
-
-    /// A catch-up reads on where it stopped: with a cache, the whole spans
-    /// after a read are fetched into it in the background, unless they are
-    /// there or on their way; the next read joins a fetch not yet done.
-    fn spans_ahead(self: &Arc<Self>, spans: Vec<ColdSpan>) {
-        if self.config.cache_size == 0 {
-            return;
-        }
-        for span in spans {
-            let key = CacheKey::span(&span);
-            if self.cache.contains_key(&key) || self.span_flights().contains_key(&key) {
-                continue;
-            }
-            self.stats.read_ahead_fetches.fetch_add(1, Relaxed);
-            let me = self.clone();
-            tokio::spawn(async move {
-                if let Err(e) = me.span_bytes(&span).await {
-                    tracing::debug!(object = %span.object, error = %e, "a cold read-ahead failed");
-                }
-            });
-        }
     }
 
     /// The block values of `span` from its object's table, verified against
@@ -322,8 +271,6 @@ impl Cold {
         if view.cold.is_empty() {
             return Ok(());
         }
-        // Started first, so the next read's fetch overlaps this one's.
-        self.spans_ahead(std::mem::take(&mut view.cold_ahead));
         self.fill(&mut view.cold, &mut view.cold_cut, view.start, &mut view.chunks, &mut view.next).await?;
         view.up_to_date = view.next == view.info.tail;
         view.closed_at_end = view.info.closed && view.next == view.info.tail;
@@ -349,7 +296,7 @@ mod tests {
         const SPAN: u64 = 512 * 1024;
         let store = Arc::new(MemoryColdStore::default());
         let config = super::super::ColdConfig { cache_size: 1024 * 1024, ..super::super::tests::config() };
-        let cold = Arc::new(Cold::new(store.clone(), config, 1));
+        let cold = Cold::new(store.clone(), config, 1);
         let mut spans = Vec::new();
         for i in 0..8u64 {
             let bytes = Bytes::from(vec![i as u8; SPAN as usize]);
@@ -364,36 +311,5 @@ mod tests {
         let held: u64 = spans.iter().filter(|s| cold.cache.contains_key(&CacheKey::span(s))).map(|s| s.len).sum();
         assert!(held <= 1024 * 1024, "a 1 MiB cache holds {held} bytes");
         assert!(held > 0, "the cache keeps the latest spans");
-    }
-
-    #[tokio::test]
-    async fn a_read_of_a_span_being_read_ahead_joins_that_fetch() {
-        const SPAN: u64 = 256 * 1024;
-        let store = Arc::new(MemoryColdStore::default());
-        let config = super::super::ColdConfig { cache_size: 4 * 1024 * 1024, ..super::super::tests::config() };
-        let cold = Arc::new(Cold::new(store.clone(), config, 1));
-        let mut spans = Vec::new();
-        for i in 0..4u64 {
-            let bytes = Bytes::from(vec![i as u8; SPAN as usize]);
-            store.put(&format!("o{i}"), bytes.clone()).await.expect("put");
-            let digest = *blake3::hash(&bytes).as_bytes();
-            spans.push(ColdSpan { start: i * SPAN, len: SPAN, object: format!("o{i}"), object_offset: 0, digest });
-        }
-        cold.spans_ahead(spans.clone());
-        for span in &spans {
-            assert_eq!(cold.span_bytes(span).await.expect("read")[0], span.object.as_bytes()[1] - b'0');
-        }
-        // Let the read-ahead tasks finish: each finds its span cached or joins its fetch.
-        for _ in 0..100 {
-            tokio::task::yield_now().await;
-        }
-        let fetches = cold.stats.fetches.load(std::sync::atomic::Ordering::Relaxed);
-        assert_eq!(fetches, 4, "each span fetched once");
-        assert_eq!(cold.stats.read_ahead_fetches.load(std::sync::atomic::Ordering::Relaxed), 4);
-        assert!(cold.span_flights().is_empty());
-        // Without a cache, nothing is read ahead.
-        let bare = Arc::new(Cold::new(store, super::super::tests::config(), 1));
-        bare.spans_ahead(spans);
-        assert_eq!(bare.stats.read_ahead_fetches.load(std::sync::atomic::Ordering::Relaxed), 0);
     }
 }

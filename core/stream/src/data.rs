@@ -30,10 +30,6 @@ pub struct ReadPlan {
     pub cut: Option<ColdCut>,
     pub hot_from: u64,
     pub end: u64,
-    /// A read that stopped inside the cold tier: the cold spans of as many
-    /// bytes again after it, which a catch-up reads next (the shell may
-    /// fetch them ahead into its cache).
-    pub ahead: Vec<ColdSpan>,
 }
 
 impl StreamData {
@@ -155,31 +151,22 @@ impl StreamData {
         let hot_start = self.hot_start();
         if from >= hot_start {
             let end = self.read_end(from, max, boundary);
-            return ReadPlan { cold: Vec::new(), cut: None, hot_from: from, end, ahead: Vec::new() };
+            return ReadPlan { cold: Vec::new(), cut: None, hot_from: from, end };
         }
         let limit = from.saturating_add(max);
         if limit < hot_start {
             if boundary == Boundary::Byte || self.is_cold_edge(limit) {
-                let (cold, ahead) = (self.cold_slices(from, limit), self.cold_ahead(from, limit));
-                return ReadPlan { cold, cut: None, hot_from: limit, end: limit, ahead };
+                return ReadPlan { cold: self.cold_slices(from, limit), cut: None, hot_from: limit, end: limit };
             }
             // Fetch to the end of the span the limit falls in; the shell cuts.
             let end = self.cold.iter().find(|s| s.start < limit && limit < s.end()).map_or(limit, ColdSpan::end);
             let cut = Some(crate::cold::ColdCut { limit, boundary });
-            let (cold, ahead) = (self.cold_slices(from, end), self.cold_ahead(from, end));
-            return ReadPlan { cold, cut, hot_from: end, end, ahead };
+            return ReadPlan { cold: self.cold_slices(from, end), cut, hot_from: end, end };
         }
         // Every cold byte from `from`, then what fits of the hot ones; the
         // hot start is an append's edge, so stopping there is allowed.
         let end = self.cut_end(hot_start, limit - hot_start, boundary, false);
-        ReadPlan { cold: self.cold_slices(from, hot_start), cut: None, hot_from: hot_start, end, ahead: Vec::new() }
-    }
-
-    /// The cold spans holding bytes `[end, end + (end - from))`: what a
-    /// catch-up that read `[from, end)` reads next.
-    fn cold_ahead(&self, from: u64, end: u64) -> Vec<ColdSpan> {
-        let until = end.saturating_add(end - from);
-        self.cold.iter().filter(|s| s.start < until && s.end() > end).cloned().collect()
+        ReadPlan { cold: self.cold_slices(from, hot_start), cut: None, hot_from: hot_start, end }
     }
 
     /// Index of the chunk holding `pos` (or the last one starting before it).
@@ -383,28 +370,5 @@ mod tests {
         assert_eq!(d.read_plan(16, 3, Boundary::Message).end, 24);
         d.trim_before(9);
         assert_eq!(d.cold_spans().len(), 1, "a span below the retained offset goes; a cut one stays whole");
-    }
-
-    #[test]
-    fn a_read_that_stops_in_the_cold_tier_names_the_spans_after_it() {
-        let mut d = data(&["aaaa", "bbbb", "cccc", "dddd", "ee"]);
-        for start in [0, 4, 8, 12] {
-            assert!(d.freeze(span(start, 4), 0));
-        }
-        let starts = |plan: ReadPlan| plan.ahead.iter().map(|s| s.start).collect::<Vec<_>>();
-        // As many bytes again as the read took: one span, two, one and a part.
-        assert_eq!(starts(d.read_plan(0, 4, Boundary::Byte)), vec![4]);
-        assert_eq!(starts(d.read_plan(0, 8, Boundary::Byte)), vec![8, 12]);
-        assert_eq!(starts(d.read_plan(2, 4, Boundary::Byte)), vec![4, 8], "ends at 6: bytes 6..10");
-        // Up to the hot start and no further; a read that reaches hot bytes names none.
-        assert_eq!(starts(d.read_plan(8, 4, Boundary::Byte)), vec![12]);
-        assert!(d.read_plan(4, 100, Boundary::Byte).ahead.is_empty());
-        assert!(d.read_plan(16, 2, Boundary::Byte).ahead.is_empty());
-        // A cut read fetches to its span's end: what follows is the next span.
-        let mut json = data(&["{}\n{}\n", "[]\n[]\n"]);
-        assert!(json.freeze(span(0, 6), 0));
-        assert!(json.freeze(span(6, 6), 0));
-        let plan = json.read_plan(0, 2, Boundary::Message);
-        assert_eq!((plan.end, starts(plan)), (6, vec![6]));
     }
 }
