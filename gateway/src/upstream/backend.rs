@@ -91,9 +91,12 @@ impl GatewayBackend {
         F: Fn(Client, pb::WriteRequest) -> Fut,
         Fut: Future<Output = Result<tonic::Response<pb::WriteReply>, tonic::Status>>,
     {
-        let request =
-            pb::WriteRequest { target: Some(self.upstreams.target(key)), encoded_command: wire::encode(command) };
-        self.call(key, false, request, send).await
+        self.call(key, false, self.write_request(key, command), send).await
+    }
+
+    /// A write's RPC payload: its command for `key`'s stream.
+    fn write_request(&self, key: &StreamKey, command: &impl Serialize) -> pb::WriteRequest {
+        pb::WriteRequest { target: Some(self.upstreams.target(key)), encoded_command: wire::encode(command) }
     }
 
     async fn head_at(&self, key: &StreamKey, leader: bool) -> Result<StreamInfo, BackendError> {
@@ -122,8 +125,7 @@ impl Streams for GatewayBackend {
     }
 
     async fn append(&self, cmd: AppendStream) -> Result<AppendOk, BackendError> {
-        let request =
-            pb::WriteRequest { target: Some(self.upstreams.target(&cmd.key)), encoded_command: wire::encode(&cmd) };
+        let request = self.write_request(&cmd.key, &cmd);
         let alone = request.encoded_command.len() >= super::appends::ALONE_FROM_BYTES
             || ursula_http::telemetry::current_trace_sampled();
         if alone {
