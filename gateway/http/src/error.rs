@@ -140,7 +140,7 @@ impl ErrorAnswer {
         ErrorAnswer { status, code, message: message.into(), headers: HeaderMap::new() }
     }
 
-    fn header(mut self, name: &'static str, value: impl ToString) -> ErrorAnswer {
+    fn header(mut self, name: impl http::header::IntoHeaderName, value: impl ToString) -> ErrorAnswer {
         if let Ok(v) = HeaderValue::from_str(&value.to_string()) {
             self.headers.insert(name, v);
         }

@@ -1,7 +1,7 @@
 //! Protocol headers: their names, defined once, and typed parsing of each
 //! request header the routes read.
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 use ursula_stream::lifetime::Lifetime;
 use ursula_stream::producer::{MAX_PRODUCER_ID_BYTES, MAX_PRODUCER_NUMBER};
 use ursula_stream::{ContentType, Incarnation, ProducerHeaders, StreamSeq};
@@ -13,9 +13,9 @@ pub use crate::names;
 /// Request headers that carry one value. Two of them make a request
 /// ambiguous (a proxy that takes the last would disagree with us on a write
 /// key), so a repeat is refused before anything else is read.
-const SINGLE_VALUED: &[&str] = &[
-    "content-type",
-    "range",
+const SINGLE_VALUED: [HeaderName; 13] = [
+    http::header::CONTENT_TYPE,
+    http::header::RANGE,
     names::PRODUCER_ID,
     names::PRODUCER_EPOCH,
     names::PRODUCER_SEQ,
@@ -41,15 +41,19 @@ pub fn refuse_encoded_body(h: &HeaderMap) -> Result<(), ApiError> {
 
 /// `400 INVALID_HEADER` naming the first protocol header sent twice.
 pub fn refuse_duplicates(h: &HeaderMap) -> Result<(), ApiError> {
-    match SINGLE_VALUED.iter().find(|name| h.get_all(**name).iter().nth(1).is_some()) {
+    // As many values as names: no header at all is repeated (the common case).
+    if h.len() == h.keys_len() {
+        return Ok(());
+    }
+    match SINGLE_VALUED.iter().find(|name| h.get_all(*name).iter().nth(1).is_some()) {
         Some(name) => Err(ApiError::InvalidHeader(format!("{name} appears more than once"))),
         None => Ok(()),
     }
 }
 
 /// The value of a header as text; a value that is not visible ASCII is malformed.
-fn text<'a>(headers: &'a HeaderMap, name: &'static str) -> Result<Option<&'a str>, ApiError> {
-    match headers.get(name) {
+fn text(headers: &HeaderMap, name: HeaderName) -> Result<Option<&str>, ApiError> {
+    match headers.get(&name) {
         None => Ok(None),
         Some(v) => v
             .to_str()
@@ -232,7 +236,8 @@ pub fn producer_digest(headers: &HeaderMap) -> Result<Option<[u8; 32]>, ApiError
 /// Refuses headers that 0.6.0 removed, so a client relying on them learns
 /// at once (spec/43 "JSON record coordinates").
 pub fn refuse_removed_append_headers(headers: &HeaderMap) -> Result<(), ApiError> {
-    if headers.contains_key("stream-record-match") {
+    const STREAM_RECORD_MATCH: HeaderName = HeaderName::from_static("stream-record-match");
+    if headers.contains_key(STREAM_RECORD_MATCH) {
         return Err(ApiError::InvalidHeader("stream-record-match was removed in 0.6.0; use stream-seq".into()));
     }
     Ok(())
@@ -309,6 +314,17 @@ mod tests {
             map(&[("producer-id", "p"), ("producer-epoch", "1"), ("producer-seq", "x")]),
         ] {
             assert!(producer(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn only_a_repeated_single_valued_header_is_refused() {
+        assert_eq!(refuse_duplicates(&map(&[("producer-id", "p"), ("stream-seq", "1")])), Ok(()));
+        // Repeats of headers that may carry several values pass.
+        assert_eq!(refuse_duplicates(&map(&[("accept", "a/b"), ("accept", "c/d")])), Ok(()));
+        for name in ["content-type", "producer-seq", "stream-seq", "stream-incarnation"] {
+            let refused = refuse_duplicates(&map(&[("accept", "a/b"), (name, "1"), (name, "2")]));
+            assert!(matches!(&refused, Err(ApiError::InvalidHeader(m)) if m.starts_with(name)), "{name}: {refused:?}");
         }
     }
 

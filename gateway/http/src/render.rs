@@ -82,6 +82,9 @@ pub fn error(err: &ApiError, head: bool) -> Answer {
 #[derive(Debug, Clone, Copy)]
 pub struct IntermediaryAnswer;
 
+const CROSS_ORIGIN_RESOURCE_POLICY: header::HeaderName =
+    header::HeaderName::from_static("cross-origin-resource-policy");
+
 /// Headers on every answer: browser security (base protocol §10.7) and the
 /// node's permissive CORS.
 pub fn add_common_headers(response: &mut Answer, cors: &Cors, origin: Option<&str>) {
@@ -89,8 +92,8 @@ pub fn add_common_headers(response: &mut Answer, cors: &Cors, origin: Option<&st
     // Every answer is `no-store` unless its handler said more (SSE adds
     // `no-cache`); a gateway may relax marked immutable answers.
     h.entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
-    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
-    h.insert("cross-origin-resource-policy", HeaderValue::from_static("cross-origin"));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(CROSS_ORIGIN_RESOURCE_POLICY, HeaderValue::from_static("cross-origin"));
     if let Some(allowed) = cors.allow(origin).and_then(|a| HeaderValue::from_str(&a).ok()) {
         h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, allowed);
         // Continuations travel in headers; `*` holds only without credentials.
