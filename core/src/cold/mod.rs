@@ -7,6 +7,7 @@
 //! - `s3`: the S3 implementation on `aws-sdk-s3`.
 //! - `read`: materializing a read plan's cold slices (fetch, check, cut).
 //! - `blocks`: per-block digests of spans, so reads fetch only what they need.
+//! - `pieces`: fetched bytes kept as the pieces they arrived in.
 //! - `flush`: the background worker that uploads and commits hot ranges.
 //! - `gc`: deleting objects no stream references any more.
 //! - `snapshots`: snapshot bodies as cold objects.
@@ -16,6 +17,7 @@ pub mod blocks;
 pub mod flush;
 pub mod gc;
 pub mod parts;
+pub mod pieces;
 pub mod read;
 pub mod s3;
 pub mod snapshots;

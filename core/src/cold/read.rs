@@ -13,6 +13,7 @@ use bytes::{Bytes, BytesMut};
 use ursula_stream::{BootstrapView, ColdCut, ColdSlice, ColdSpan, Offset, ReadView};
 
 use super::blocks::{self, BLOCK};
+use super::pieces;
 use super::{CacheKey, Cold, ColdError};
 
 /// A ranged GET fetches at most this much; longer runs go in parallel.
@@ -24,14 +25,15 @@ const HEAD_LOOK: u64 = 16 * 1024;
 const READ_AHEAD_BLOCKS: u64 = 16;
 
 impl Cold {
-    /// `len` bytes at `offset` of `object`, counted as a fetch.
-    async fn fetch_range(&self, object: &str, offset: u64, len: u64) -> Result<Bytes, ColdError> {
+    /// `len` bytes at `offset` of `object` as the pieces they arrived in,
+    /// counted as a fetch.
+    async fn fetch_range(&self, object: &str, offset: u64, len: u64) -> Result<Vec<Bytes>, ColdError> {
         self.stats.fetches.fetch_add(1, Relaxed);
-        let bytes = self.store.get_range(object, offset, len).await.inspect_err(|_| {
+        let pieces = self.store.get_range_pieces(object, offset, len).await.inspect_err(|_| {
             self.stats.fetch_failures.fetch_add(1, Relaxed);
         })?;
-        self.stats.bytes_fetched.fetch_add(bytes.len() as u64, Relaxed);
-        Ok(bytes)
+        self.stats.bytes_fetched.fetch_add(pieces.iter().map(|p| p.len() as u64).sum(), Relaxed);
+        Ok(pieces)
     }
 
     /// A fetched run failed its check: counted, and never served.
@@ -40,23 +42,25 @@ impl Cold {
         ColdError::Corrupt(span.object.clone())
     }
 
-    /// The bytes of `span`, checked.
-    async fn span_bytes(&self, span: &ColdSpan) -> Result<Bytes, ColdError> {
+    /// The bytes of `span`, checked, as pieces (one when it was cached).
+    async fn span_bytes(&self, span: &ColdSpan) -> Result<Vec<Bytes>, ColdError> {
         let key = CacheKey::span(span);
         if let Some(hit) = self.cache.get(&key) {
             self.stats.cache_hits.fetch_add(1, Relaxed);
-            return Ok(hit);
+            return Ok(vec![hit]);
         }
-        let bytes = self.fetch_range(&span.object, span.object_offset, span.len).await?;
-        if *blake3::hash(&bytes).as_bytes() != span.digest {
+        let fetched = self.fetch_range(&span.object, span.object_offset, span.len).await?;
+        if pieces::digest(&fetched) != span.digest {
             return Err(self.corrupt(span));
         }
-        if self.config.cache_size > 0 {
-            self.cache.insert(key, bytes.clone());
-            // See `fetch_blocks`.
-            self.cache.run_pending_tasks();
+        if self.config.cache_size == 0 {
+            return Ok(fetched);
         }
-        Ok(bytes)
+        let bytes = pieces::join(fetched);
+        self.cache.insert(key, bytes.clone());
+        // See `fetch_blocks`.
+        self.cache.run_pending_tasks();
+        Ok(vec![bytes])
     }
 
     /// The block values of `span` from its object's table, verified against
@@ -187,11 +191,16 @@ impl Cold {
         let start = from * BLOCK;
         let len = (to * BLOCK).min(span.len) - start;
         self.stats.ranged_fetches.fetch_add(1, Relaxed);
-        let bytes = self.fetch_range(&span.object, span.object_offset + start, len).await?;
-        let mut out = Vec::with_capacity((to - from) as usize);
-        for b in from..to {
-            let at = ((b - from) * BLOCK) as usize;
-            let block = bytes.slice(at.min(bytes.len())..(at + BLOCK as usize).min(bytes.len()));
+        let fetched = self.fetch_range(&span.object, span.object_offset + start, len).await?;
+        // Cached blocks own their memory: a slice of the HTTP client's
+        // buffer would keep the whole buffer alive beyond the cache's size.
+        let fetched = if self.config.cache_size > 0 { vec![pieces::join(fetched)] } else { fetched };
+        let cut = pieces::cut_blocks(fetched, BLOCK as usize);
+        if cut.len() as u64 != to - from {
+            return Err(self.corrupt(span));
+        }
+        let mut out = Vec::with_capacity(cut.len());
+        for (b, block) in (from..to).zip(cut) {
             if values.get(b as usize) != Some(&blocks::block_value(&block, b)) {
                 return Err(self.corrupt(span));
             }
@@ -222,9 +231,8 @@ impl Cold {
         {
             return self.span_range(span, &values, lo, hi).await;
         }
-        let bytes = self.span_bytes(span).await?;
-        let (lo, hi) = ((lo as usize).min(bytes.len()), (hi as usize).min(bytes.len()));
-        Ok(vec![bytes.slice(lo..hi)])
+        let fetched = self.span_bytes(span).await?;
+        Ok(pieces::slice(&fetched, lo as usize, hi as usize))
     }
 
     /// The stream bytes of `slices`, in order.
@@ -306,7 +314,7 @@ mod tests {
             spans.push(ColdSpan { start: i * SPAN, len: SPAN, object, object_offset: 0, digest });
         }
         for span in &spans {
-            assert_eq!(cold.span_bytes(span).await.expect("read").len() as u64, SPAN);
+            assert_eq!(super::pieces::join(cold.span_bytes(span).await.expect("read")).len() as u64, SPAN);
         }
         let held: u64 = spans.iter().filter(|s| cold.cache.contains_key(&CacheKey::span(s))).map(|s| s.len).sum();
         assert!(held <= 1024 * 1024, "a 1 MiB cache holds {held} bytes");

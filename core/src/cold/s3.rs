@@ -126,8 +126,18 @@ impl ColdStore for S3ColdStore {
 
     fn get_range<'a>(&'a self, key: &'a str, offset: u64, len: u64) -> ColdResult<'a, Bytes> {
         Box::pin(async move {
+            let pieces = self.get_range_pieces(key, offset, len).await?;
+            Ok(match <[Bytes; 1]>::try_from(pieces) {
+                Ok([one]) => one,
+                Err(pieces) => pieces.concat().into(),
+            })
+        })
+    }
+
+    fn get_range_pieces<'a>(&'a self, key: &'a str, offset: u64, len: u64) -> ColdResult<'a, Vec<Bytes>> {
+        Box::pin(async move {
             if len == 0 {
-                return Ok(Bytes::new());
+                return Ok(Vec::new());
             }
             let range = format!("bytes={offset}-{}", offset + len - 1);
             let got = self.client.get_object().bucket(&self.bucket).key(key).range(range).send().await;
@@ -138,11 +148,12 @@ impl ColdStore for S3ColdStore {
                 }
                 Err(e) => return Err(failed(aws_sdk_s3::error::DisplayErrorContext(e))),
             };
-            let body = output.body.collect().await.map_err(failed)?.into_bytes();
-            if body.len() as u64 != len {
+            // The body's segments as the HTTP client read them, not joined.
+            let pieces: Vec<Bytes> = output.body.collect().await.map_err(failed)?.into_segments().collect();
+            if pieces.iter().map(|p| p.len() as u64).sum::<u64>() != len {
                 return Err(ColdError::Corrupt(key.to_string()));
             }
-            Ok(body)
+            Ok(pieces)
         })
     }
 

@@ -26,6 +26,12 @@ pub trait ColdStore: Send + Sync + 'static {
     fn put<'a>(&'a self, key: &'a str, body: Bytes) -> ColdResult<'a, ()>;
     /// Bytes `[offset, offset + len)` of the object at `key`.
     fn get_range<'a>(&'a self, key: &'a str, offset: u64, len: u64) -> ColdResult<'a, Bytes>;
+    /// The same bytes as `get_range`, as the pieces they arrived in: a
+    /// store that receives them in parts (S3) hands them over without
+    /// joining them (a copy of every fetched byte).
+    fn get_range_pieces<'a>(&'a self, key: &'a str, offset: u64, len: u64) -> ColdResult<'a, Vec<Bytes>> {
+        Box::pin(async move { Ok(vec![self.get_range(key, offset, len).await?]) })
+    }
     /// The whole object at `key`.
     fn get<'a>(&'a self, key: &'a str) -> ColdResult<'a, Bytes>;
     fn delete<'a>(&'a self, key: &'a str) -> ColdResult<'a, ()>;
