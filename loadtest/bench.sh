@@ -10,7 +10,9 @@
 #   TARGET: append32 append8 fanout catchup idle (issue 4), raft8 raft32 (issue 5),
 #           cluster8 cluster32 (issue 6), gateway8 gwcatchup gwchunks (issue 8),
 #           coldcatchup coldappend (issue 7), gwauth8 gwauth32 (issue 18),
-#           coldcached coldahead gwbody1m gwbody8m hotmem (issue 24),
+#           coldcached coldahead gwbody1m gwbody8m hotmem gwcatchup256 (issue 24),
+#           peer32 peer8 peercatchup peeridle (issue 24; needs PEER_BIN,
+#           `durable-streams-server` from `cargo install durable-streams --version 0.1.5`),
 #           gwquota8 gwquota32 (issue 19), voters8 voters32 (issue 20),
 #           otel8 otel32 offcost8 offcost32 (issue 23; offcost* needs
 #           URSULA_BASE_BIN, a build of an earlier commit to compare with)
@@ -294,6 +296,32 @@ run_gateway() {
   stop_all "$name"
 }
 
+# run_peer NAME SCENARIO...: the Rust server of the Durable Streams project
+# (PEER_BIN, `cargo install durable-streams --version 0.1.5`, in memory with
+# its data under /dev/shm) against our in-memory development node.
+run_peer() {
+  local name="$1"; shift
+  [ -x "${PEER_BIN:-}" ] || { echo "$name needs PEER_BIN (durable-streams-server)" >&2; return 1; }
+  local dir port
+  dir=$(mktemp -d /dev/shm/ursula-bench-peer.XXXXXX)
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "$PEER_BIN" --port "$port" --durability memory --data-dir "$dir" >"$out/$name-peer.log" 2>&1 &
+  local peer_pid=$!
+  pids+=("$peer_pid")
+  start_ours "$name-ours"; local ours_url="$last_url" ours_pid="$last_pid"
+  sleep 1
+  local cmd=("$lt" compare
+    --url "http://127.0.0.1:$port" --path-template '/{name}' --label peer --server-pid "$peer_pid"
+    --url "$ours_url" --path-template '/bench/{name}' --label ours --server-pid "$ours_pid"
+    --json "$out/$name.json" "$@")
+  echo "== $name: ${cmd[*]}" | tee "$out/$name.txt"
+  "${cmd[@]}" 2>&1 | tee -a "$out/$name.txt"
+  kill "$peer_pid" "$ours_pid" 2>/dev/null || true
+  wait "$peer_pid" "$ours_pid" 2>/dev/null || true
+  rm -rf "$dir"
+  pids=()
+}
+
 # s3_up: `ursula-loadtest s3-server` (s3s-fs) over a fresh directory under
 # OUT, with the bucket `bench`; sets s3_url, s3_pid. S3_SERVER_ARGS adds
 # flags (`--stock-gets`: s3s-fs's own 4 KiB reads for a GET).
@@ -389,6 +417,13 @@ for t in "${targets[@]}"; do
         catchup --mib 64 --passes 4 --rounds 3 --settle-secs 5
       s3_down ;;
     # Issue 24: large bodies straight to the leaders and through a gateway.
+    # Issue 24: catch-up of 256 MiB straight from a voter and through a gateway.
+    gwcatchup256) run_gateway gwcatchup256 direct "" gateway "" catchup --mib 256 --passes 4 --rounds 3 ;;
+    # Issue 24: the single node against the Durable Streams project's Rust server.
+    peer32) run_peer peer32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
+    peer8) run_peer peer8 append --streams 8 --writers 8 --bytes 256 --duration 5 --rounds 3 ;;
+    peercatchup) run_peer peercatchup catchup --mib 256 --passes 4 --rounds 3 ;;
+    peeridle) run_peer peeridle many-streams --streams 100000 --bytes 16 --concurrency 16 ;;
     gwbody1m) run_gateway gwbody1m direct "" gateway "" \
       append --streams 4 --writers 4 --bytes 1048576 --duration 2 --warmup 0.5 --rounds 3 ;;
     gwbody8m) run_gateway gwbody8m direct "" gateway "" \

@@ -188,7 +188,12 @@ async fn serve<E: GroupEngine>(
         max_request_bytes: ursula_http::limits::MAX_REQUEST_BYTES,
         connections: config.connections,
     };
-    let workers = options.workers;
+    let cpus =
+        ursula_http::affinity::plan(config.cpu_affinity, config.core_count, &ursula_http::affinity::allowed_cpus());
+    if !cpus.is_empty() {
+        tracing::info!(?cpus, "each HTTP worker thread is pinned to a CPU (runtime.cpu_affinity)");
+    }
+    let workers = ursula_http::Workers { count: options.workers, cpus };
     let started = start_line(config, &options.cluster_id, me.node_id);
     let surface =
         Surface::new(backend, options, Arc::new(PlainFrontDoor { pace: config.body_pace, inflight: Some(inflight) }));

@@ -170,7 +170,14 @@ pub async fn run(
             }
         }
     };
-    let served = ursula_http::serve(listener, config.workers, config.connections, service, shutdown).await;
+    let served = ursula_http::serve(
+        listener,
+        ursula_http::Workers::unpinned(config.workers),
+        config.connections,
+        service,
+        shutdown,
+    )
+    .await;
     discovery.abort();
     if let Some(usage) = usage {
         // A clean shutdown writes the last window.

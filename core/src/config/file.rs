@@ -143,6 +143,9 @@ pub struct ProtocolSection {
 pub struct RuntimeSection {
     /// Worker threads; defaults to the available parallelism.
     pub core_count: Option<usize>,
+    /// Pin each worker thread to a CPU: `true` always, `false` never,
+    /// omitted when the process may use exactly `core_count` CPUs.
+    pub cpu_affinity: Option<bool>,
     /// Live-read waiters per core (`65536`; `0`: no limit).
     pub live_read_max_waiters_per_core: Option<u64>,
 }

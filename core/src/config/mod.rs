@@ -46,6 +46,9 @@ pub struct NodeConfig {
     /// it (and a Raft node keeps it in its WAL).
     pub cluster_id: Option<String>,
     pub core_count: usize,
+    /// `runtime.cpu_affinity`: `None` pins the HTTP workers only when the
+    /// process may use exactly `core_count` CPUs.
+    pub cpu_affinity: Option<bool>,
     pub engine: EngineConfig,
     /// `[storage.cold]`; `None` without a cold backend.
     pub cold: Option<crate::cold::ColdConfig>,
@@ -282,6 +285,7 @@ pub fn resolve(file: FileConfig, preset: Option<Preset>, cli: &CliOverrides) -> 
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, usize::from),
     };
+    let cpu_affinity = file.runtime.cpu_affinity;
     let storage = file.storage;
     let cold = cold::resolve(storage.cold)?;
     let admission = admission(inflight_body_size, &file.runtime, &file.raft, core_count, cold.is_some())?;
@@ -323,6 +327,7 @@ pub fn resolve(file: FileConfig, preset: Option<Preset>, cli: &CliOverrides) -> 
         group_count,
         cluster_id,
         core_count,
+        cpu_affinity,
         engine,
         cold,
         admission,

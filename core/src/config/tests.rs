@@ -33,6 +33,11 @@ fn file_wins_over_preset_and_preset_over_defaults() {
     assert_eq!(c.group_count, 12);
     let c = cfg(None, "[runtime]\ncore_count = 3\n", &CliOverrides::default()).expect("valid");
     assert_eq!(c.group_count, 48, "core_count x 16");
+    assert_eq!(c.cpu_affinity, None, "automatic unless set");
+    for (text, set) in [("true", Some(true)), ("false", Some(false))] {
+        let c = cfg(None, &format!("[runtime]\ncpu_affinity = {text}\n"), &CliOverrides::default()).expect("valid");
+        assert_eq!(c.cpu_affinity, set);
+    }
     for (preset, groups) in [(Preset::Tiny, 64), (Preset::Standard, 256)] {
         assert_eq!(cfg(Some(preset), "", &CliOverrides::default()).expect("valid").group_count, groups);
     }
@@ -72,6 +77,7 @@ fn unknown_keys_and_bad_values_are_refused_by_name() {
         ("[protocol]\njson_reads = \"xml\"\n", "protocol.json_reads"),
         ("[server]\ncluster_id = \"has space\"\n", "server.cluster_id"),
         ("[runtime]\ncore_count = 0\n", "runtime.core_count"),
+        ("[runtime]\ncpu_affinity = \"auto\"\n", "runtime.cpu_affinity"),
         ("[server\nlisten = 1", "line 1"),
     ];
     for (text, named) in cases {

@@ -16,10 +16,12 @@
 //! - `ops`: typed metrics and readiness, rendered once for every plane.
 //! - `render`, `cursor`, `limits`, `options`: answers and settings.
 //! - `server`: hyper on a bound listener, worker threads, any service.
+//! - `affinity`: pinning those threads to CPUs (`runtime.cpu_affinity`).
 //! - `connection`: one client connection, with its header-read and idle timeouts.
 //! - `wire`: the `StreamService` messages to and from the seam's values.
 //! - `telemetry`: boundary spans, trace context, request counters, the exporter's seam.
 
+pub mod affinity;
 pub mod backend;
 pub mod connection;
 pub mod cursor;
@@ -48,4 +50,4 @@ pub use connection::ConnectionLimits;
 pub use front::{BodyPace, FrontDoor, PlainFrontDoor, Upload};
 pub use ops::{Metrics, Readiness, Ready};
 pub use options::{Cors, HttpOptions, JsonReads};
-pub use server::{Surface, serve, serve_surface};
+pub use server::{Surface, Workers, serve, serve_surface};

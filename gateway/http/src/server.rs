@@ -70,7 +70,7 @@ pub async fn serve_surface<B: Backend>(
     surface: Surface<B>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
-    let workers = surface.workers();
+    let workers = Workers::unpinned(surface.workers());
     let limits = surface.shared.options.connections;
     serve(
         listener,
@@ -85,17 +85,31 @@ pub async fn serve_surface<B: Backend>(
     .await
 }
 
+/// The worker threads that serve connections: how many, and the CPU each
+/// is pinned to (`affinity::plan`; none when `cpus` is empty).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Workers {
+    pub count: usize,
+    pub cpus: Vec<usize>,
+}
+
+impl Workers {
+    pub fn unpinned(count: usize) -> Workers {
+        Workers { count, cpus: Vec::new() }
+    }
+}
+
 /// How long open connections may finish their requests after `shutdown`
 /// (spec/35, graceful voter shutdown): then they are dropped.
 pub const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Serves `service` on `listener` with `workers` threads until `shutdown`
+/// Serves `service` on `listener` with `workers`' threads until `shutdown`
 /// resolves, then stops accepting, asks every connection to close after
 /// its requests in flight and waits up to `DRAIN_WAIT` for them. Takes a
 /// bound listener so callers (and tests) choose the address, port 0 included.
 pub async fn serve<S, F, O>(
     listener: TcpListener,
-    workers: usize,
+    workers: Workers,
     limits: ConnectionLimits,
     service: S,
     shutdown: impl Future<Output = ()>,
@@ -106,12 +120,14 @@ where
     O: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
     O::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let workers = workers.max(1);
+    let cpus = workers.cpus;
+    let workers = workers.count.max(1);
     let (drain, draining) = watch::channel(false);
     let mut lanes = Vec::with_capacity(workers);
     let mut drained = Vec::with_capacity(workers);
     for i in 0..workers {
-        let (lane, done) = start_worker(i, service.clone(), limits, draining.clone())?;
+        let cpu = cpus.get(i).copied();
+        let (lane, done) = start_worker(i, cpu, service.clone(), limits, draining.clone())?;
         lanes.push(lane);
         drained.push(done);
     }
@@ -154,6 +170,7 @@ where
 /// worker polls I/O and tasks in the same turn.)
 fn start_worker<S, F, O>(
     index: usize,
+    cpu: Option<usize>,
     service: S,
     limits: ConnectionLimits,
     draining: watch::Receiver<bool>,
@@ -166,8 +183,15 @@ where
 {
     let (tx, mut rx) = mpsc::unbounded_channel::<std::net::TcpStream>();
     let (done, drained) = tokio::sync::oneshot::channel();
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+    let pin = move || {
+        if let Some(cpu) = cpu {
+            crate::affinity::pin_current_thread(cpu);
+        }
+    };
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().on_thread_start(pin).build()?;
     std::thread::Builder::new().name(format!("ursula-http-{index}")).spawn(move || {
+        pin();
         runtime.block_on(async move {
             let mut connections = tokio::task::JoinSet::new();
             while let Some(std_tcp) = rx.recv().await {
