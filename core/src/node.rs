@@ -188,8 +188,12 @@ async fn serve<E: GroupEngine>(
         max_request_bytes: ursula_http::limits::MAX_REQUEST_BYTES,
         connections: config.connections,
     };
-    let cpus =
-        ursula_http::affinity::plan(config.cpu_affinity, config.core_count, &ursula_http::affinity::allowed_cpus());
+    let neighbours = match config.engine {
+        EngineConfig::Memory => ursula_http::affinity::Neighbours::None,
+        EngineConfig::Raft(_) => ursula_http::affinity::Neighbours::BusyThreads,
+    };
+    let allowed = ursula_http::affinity::allowed_cpus();
+    let cpus = ursula_http::affinity::plan(config.cpu_affinity, config.core_count, &allowed, neighbours);
     if !cpus.is_empty() {
         tracing::info!(?cpus, "each HTTP worker thread is pinned to a CPU (runtime.cpu_affinity)");
     }

@@ -47,7 +47,7 @@ pub struct NodeConfig {
     pub cluster_id: Option<String>,
     pub core_count: usize,
     /// `runtime.cpu_affinity`: `None` pins the HTTP workers only when the
-    /// process may use exactly `core_count` CPUs.
+    /// process may use exactly `core_count` CPUs and runs in memory.
     pub cpu_affinity: Option<bool>,
     pub engine: EngineConfig,
     /// `[storage.cold]`; `None` without a cold backend.
