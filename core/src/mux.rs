@@ -7,6 +7,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use bytes::Bytes;
+use futures_util::FutureExt;
 use http::{Request, Response};
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
@@ -26,13 +27,16 @@ pub fn service<B: Backend>(
     move |req: Request<Incoming>| {
         let surface = surface.clone();
         let routes = routes.clone();
-        Box::pin(async move {
-            if is_grpc(&req) {
-                grpc(routes, req).await.map(PlaneBody::Grpc)
-            } else {
-                surface.handle(req).await.map(PlaneBody::Http)
-            }
-        })
+        // One box per plane, each holding its handler's future and no
+        // wrapper state beside it: the box is allocated and the future moved
+        // into it on every request, and async wrappers around a future keep
+        // copies of their arguments next to it.
+        let answer: Pin<Box<dyn Future<Output = Response<PlaneBody>> + Send>> = if is_grpc(&req) {
+            Box::pin(grpc(routes, req).map(|answer| answer.map(PlaneBody::Grpc)))
+        } else {
+            Box::pin(surface.handle(req).map(|answer| answer.map(PlaneBody::Http)))
+        };
+        answer
     }
 }
 

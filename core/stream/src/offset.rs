@@ -32,9 +32,27 @@ impl Offset {
     }
 }
 
+impl Offset {
+    /// The wire form: 20 decimal digits, zero-padded so that tokens compare
+    /// as strings the way offsets compare as numbers.
+    pub fn digits(self) -> [u8; 20] {
+        let mut digits = [b'0'; 20];
+        let mut rest = self.0;
+        for d in digits.iter_mut().rev() {
+            // `rest % 10` is a single digit.
+            *d = b'0' + (rest % 10) as u8;
+            rest /= 10;
+        }
+        digits
+    }
+}
+
 impl fmt::Display for Offset {
+    /// One write of the whole token: `{:020}` pads digit by digit, and a
+    /// `to_string` per answer then grows its string several times.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:020}", self.0)
+        let digits = self.digits();
+        f.write_str(std::str::from_utf8(&digits).map_err(|_| fmt::Error)?)
     }
 }
 

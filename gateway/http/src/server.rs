@@ -50,12 +50,14 @@ impl<B: Backend> Surface<B> {
         crate::telemetry::publish_metrics(tokio::runtime::Handle::current(), Arc::new(source));
     }
 
-    pub async fn handle<T>(&self, req: Request<T>) -> Answer
+    /// The handler's own future, not an async wrapper around it (which
+    /// would hold a second copy of the request beside it).
+    pub fn handle<T>(&self, req: Request<T>) -> impl Future<Output = Answer> + 'static
     where
         T: http_body::Body<Data = Bytes> + Send + 'static,
         T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        handle(self.shared.clone(), req).await
+        handle(self.shared.clone(), req)
     }
 
     /// Worker threads serving connections (`runtime.core_count`).

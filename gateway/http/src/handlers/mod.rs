@@ -166,55 +166,72 @@ where
         }
         Route::Bucket(_) => Err(ApiError::MethodNotAllowed),
         Route::Stream(key) => match *req.method() {
-            Method::PUT => write::create(&shared, key, req).await,
+            Method::PUT => Box::pin(write::create(&shared, key, req)).await,
             Method::POST => write::append(&shared, key, req).await,
-            Method::DELETE => write::delete(&shared, key, req.headers()).await,
+            Method::DELETE => Box::pin(write::delete(&shared, key, req.headers())).await,
             Method::HEAD => {
-                leader_read(&shared, &key, &req).await?;
-                head::head(&shared, key, req.headers(), request_limit(&shared, req.extensions())).await
+                Box::pin(async {
+                    leader_read(&shared, &key, &req).await?;
+                    head::head(&shared, key, req.headers(), request_limit(&shared, req.extensions())).await
+                })
+                .await
             }
-            Method::GET => read::get(shared, key, req).await,
+            Method::GET => Box::pin(read::get(shared, key, req)).await,
             _ => Err(ApiError::MethodNotAllowed),
         },
-        Route::Sub(key, sub) => match sub {
-            Sub::Snapshot(offset) => match *req.method() {
-                // A commit of parts assembles what was staged in the cold tier.
-                Method::PUT if req.headers().contains_key(crate::names::STREAM_SNAPSHOT_PARTS) => {
-                    parts::commit(&shared, key, &offset, req).await
-                }
-                Method::PUT => snapshot::publish(&shared, key, &offset, req).await,
-                Method::GET | Method::HEAD => {
-                    leader_read(&shared, &key, &req).await?;
-                    snapshot::read(&shared, key, &offset, &req).await
-                }
-                _ => Err(ApiError::MethodNotAllowed),
-            },
-            Sub::SnapshotLatest => Err(ApiError::RemovedRoute(
-                "the latest-snapshot path was removed; take Stream-Snapshot-Offset from HEAD and read snapshot/{offset}",
-            )),
-            Sub::SnapshotParts(offset) if req.method() == Method::POST => {
-                parts::stage(&shared, key, &offset, req).await
+        Route::Sub(key, sub) => Box::pin(sub_resource(shared, key, sub, req)).await,
+        Route::Ops(path) => Box::pin(ops::ops(&shared, &path, req.method())).await,
+    }
+}
+
+/// The requests to a stream's sub-resources: rarer than appends and reads,
+/// so the caller boxes their (large) future and an append's stays small.
+async fn sub_resource<B, T>(
+    shared: Arc<Shared<B>>,
+    key: StreamKey,
+    sub: Sub,
+    req: Request<T>,
+) -> Result<Answer, ApiError>
+where
+    B: Backend,
+    T: http_body::Body<Data = Bytes> + Send + 'static,
+    T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    match sub {
+        Sub::Snapshot(offset) => match *req.method() {
+            // A commit of parts assembles what was staged in the cold tier.
+            Method::PUT if req.headers().contains_key(crate::names::STREAM_SNAPSHOT_PARTS) => {
+                parts::commit(&shared, key, &offset, req).await
             }
-            Sub::DiscardParts if req.method() == Method::DELETE => parts::discard(&shared, key, &req).await,
-            Sub::SnapshotParts(_) | Sub::DiscardParts => Err(ApiError::MethodNotAllowed),
-            Sub::Retention(offset) if req.method() == Method::PUT => {
-                snapshot::retention(&shared, key, &offset, req.headers()).await
-            }
-            Sub::Bootstrap if req.method() == Method::GET => {
+            Method::PUT => snapshot::publish(&shared, key, &offset, req).await,
+            Method::GET | Method::HEAD => {
                 leader_read(&shared, &key, &req).await?;
-                bootstrap::bootstrap(&shared, key, &req).await
+                snapshot::read(&shared, key, &offset, &req).await
             }
-            Sub::Chunk { token, offset } if matches!(*req.method(), Method::GET | Method::HEAD) => {
-                immutable::chunk(&shared, key, &token, &offset, &req).await
-            }
-            Sub::ImmutableSnapshot { token, offset } if matches!(*req.method(), Method::GET | Method::HEAD) => {
-                immutable::snapshot(&shared, key, &token, &offset, &req).await
-            }
-            Sub::Retention(_) | Sub::Bootstrap | Sub::Chunk { .. } | Sub::ImmutableSnapshot { .. } => {
-                Err(ApiError::MethodNotAllowed)
-            }
+            _ => Err(ApiError::MethodNotAllowed),
         },
-        Route::Ops(path) => ops::ops(&shared, &path, req.method()).await,
+        Sub::SnapshotLatest => Err(ApiError::RemovedRoute(
+            "the latest-snapshot path was removed; take Stream-Snapshot-Offset from HEAD and read snapshot/{offset}",
+        )),
+        Sub::SnapshotParts(offset) if req.method() == Method::POST => parts::stage(&shared, key, &offset, req).await,
+        Sub::DiscardParts if req.method() == Method::DELETE => parts::discard(&shared, key, &req).await,
+        Sub::SnapshotParts(_) | Sub::DiscardParts => Err(ApiError::MethodNotAllowed),
+        Sub::Retention(offset) if req.method() == Method::PUT => {
+            snapshot::retention(&shared, key, &offset, req.headers()).await
+        }
+        Sub::Bootstrap if req.method() == Method::GET => {
+            leader_read(&shared, &key, &req).await?;
+            bootstrap::bootstrap(&shared, key, &req).await
+        }
+        Sub::Chunk { token, offset } if matches!(*req.method(), Method::GET | Method::HEAD) => {
+            immutable::chunk(&shared, key, &token, &offset, &req).await
+        }
+        Sub::ImmutableSnapshot { token, offset } if matches!(*req.method(), Method::GET | Method::HEAD) => {
+            immutable::snapshot(&shared, key, &token, &offset, &req).await
+        }
+        Sub::Retention(_) | Sub::Bootstrap | Sub::Chunk { .. } | Sub::ImmutableSnapshot { .. } => {
+            Err(ApiError::MethodNotAllowed)
+        }
     }
 }
 
