@@ -27,17 +27,19 @@ pub struct StreamWithoutForks {
 
 type OldStreams = BTreeMap<BucketId, BTreeMap<StreamId, StreamWithoutForks>>;
 
-fn upgrade(old: OldStreams) -> BTreeMap<BucketId, BTreeMap<StreamId, StreamState>> {
-    let stream = |s: StreamWithoutForks| StreamState {
-        incarnation: s.incarnation,
-        content_type: s.content_type,
-        clock: s.clock,
-        closed: s.closed,
-        data: s.data,
-        writers: s.writers,
-        snapshot: s.snapshot,
-        retained: s.retained,
-        fork: None,
+fn upgrade(old: OldStreams) -> BTreeMap<BucketId, super::Streams> {
+    let stream = |s: StreamWithoutForks| {
+        Box::new(StreamState {
+            incarnation: s.incarnation,
+            content_type: s.content_type,
+            clock: s.clock,
+            closed: s.closed,
+            data: s.data,
+            writers: s.writers,
+            snapshot: s.snapshot,
+            retained: s.retained,
+            fork: None,
+        })
     };
     old.into_iter()
         .map(|(bucket, streams)| (bucket, streams.into_iter().map(|(id, s)| (id, stream(s))).collect()))
