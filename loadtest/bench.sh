@@ -47,6 +47,15 @@ wait_url() {
   echo "no URL in $1" >&2; return 1
 }
 
+# compare NAME ARG...: `ursula-loadtest compare ARG...` with its JSON
+# report in OUT/NAME.json, and the command and its tables in OUT/NAME.txt.
+compare() {
+  local name="$1"; shift
+  local cmd=("$lt" compare --json "$out/$name.json" "$@")
+  echo "== $name: ${cmd[*]}" | tee "$out/$name.txt"
+  "${cmd[@]}" 2>&1 | tee -a "$out/$name.txt"
+}
+
 start_servers() {
   "$ursula" server --listen 127.0.0.1:0 >"$out/ours.log" 2>&1 &
   ours_pid=$!
@@ -67,12 +76,10 @@ stop_servers() {
 run() {
   local name="$1"; shift
   start_servers
-  local cmd=("$lt" compare
-    --url "$ref_url" --path-template '/v1/stream/{name}' --label reference --server-pid "$ref_pid"
-    --url "$ours_url" --path-template '/bench/{name}' --label ours --server-pid "$ours_pid"
-    --json "$out/$name.json" "$@")
-  echo "== $name: ${cmd[*]}" | tee "$out/$name.txt"
-  "${cmd[@]}" 2>&1 | tee -a "$out/$name.txt"
+  compare "$name" \
+    --url "$ref_url" --path-template '/v1/stream/{name}' --label reference --server-pid "$ref_pid" \
+    --url "$ours_url" --path-template '/bench/{name}' --label ours --server-pid "$ours_pid" \
+    "$@"
   stop_servers
 }
 
@@ -102,12 +109,10 @@ run_engines() {
   # shellcheck disable=SC2086
   start_ours "$lb" $ab; local ub="$last_url" pb="$last_pid"
   sleep 1
-  local cmd=("$lt" compare
-    --url "$ua" --path-template '/bench/{name}' --label "$la" --server-pid "$pa"
-    --url "$ub" --path-template '/bench/{name}' --label "$lb" --server-pid "$pb"
-    --json "$out/$name.json" "$@")
-  echo "== $name: ${cmd[*]}" | tee "$out/$name.txt"
-  "${cmd[@]}" 2>&1 | tee -a "$out/$name.txt"
+  compare "$name" \
+    --url "$ua" --path-template '/bench/{name}' --label "$la" --server-pid "$pa" \
+    --url "$ub" --path-template '/bench/{name}' --label "$lb" --server-pid "$pb" \
+    "$@"
   kill "$pa" "$pb" 2>/dev/null || true
   wait "$pa" "$pb" 2>/dev/null || true
   pids=()
@@ -127,12 +132,10 @@ run_cluster() {
   local uc pc
   uc="$(head -n 1 "$out/cluster-$name/urls")"; pc="$(head -n 1 "$out/cluster-$name/pids")"
   sleep 1
-  local cmd=("$lt" compare
-    --url "$us" --path-template '/bench/{name}' --label single --server-pid "$ps"
-    --url "$uc" --path-template '/bench/{name}' --label cluster --server-pid "$pc"
-    --json "$out/$name.json" "$@")
-  echo "== $name: ${cmd[*]}" | tee "$out/$name.txt"
-  "${cmd[@]}" 2>&1 | tee -a "$out/$name.txt"
+  compare "$name" \
+    --url "$us" --path-template '/bench/{name}' --label single --server-pid "$ps" \
+    --url "$uc" --path-template '/bench/{name}' --label cluster --server-pid "$pc" \
+    "$@"
   # shellcheck disable=SC2046
   kill "$ps" $(cat "$out/cluster-$name/pids") 2>/dev/null || true
   wait 2>/dev/null || true
@@ -156,14 +159,12 @@ run_voters() {
   start_gateway "$name-gw-cluster" "$out/cluster-$name"; local ugc="$last_url" pgc="$last_pid"
   # The balancer spreads the fresh cluster's leaderships; the gateways find their upstreams.
   sleep 3
-  local cmd=("$lt" compare
-    --url "$ugs" --path-template '/bench/{name}' --label single-gw --server-pid "$ps"
-    --url "$ugc" --path-template '/bench/{name}' --label voters-gw --server-pid "$pc"
-    --url "$us" --path-template '/bench/{name}' --label single --server-pid "$ps"
-    --url "$uc" --path-template '/bench/{name}' --label voters --server-pid "$pc"
-    --json "$out/$name.json" "$@")
-  echo "== $name: ${cmd[*]}" | tee "$out/$name.txt"
-  "${cmd[@]}" 2>&1 | tee -a "$out/$name.txt"
+  compare "$name" \
+    --url "$ugs" --path-template '/bench/{name}' --label single-gw --server-pid "$ps" \
+    --url "$ugc" --path-template '/bench/{name}' --label voters-gw --server-pid "$pc" \
+    --url "$us" --path-template '/bench/{name}' --label single --server-pid "$ps" \
+    --url "$uc" --path-template '/bench/{name}' --label voters --server-pid "$pc" \
+    "$@"
   stop_all "$name"
   # Large-body targets write gigabytes: keep the disk.
   [ -z "${BENCH_KEEP_CLUSTERS:-}" ] && rm -rf "$out/cluster-$name" || true
@@ -184,13 +185,11 @@ run_otel() {
   OTEL_EXPORTER_OTLP_ENDPOINT="$sink" OTEL_TRACES_SAMPLER_ARG=0.01 OTEL_METRIC_EXPORT_INTERVAL=10000 \
     start_ours "$name-on001" --config "$(raft_config "$name-on001" never)"; local u2="$last_url" p2="$last_pid"
   sleep 1
-  local cmd=("$lt" compare
-    --url "$u0" --path-template '/bench/{name}' --label off --server-pid "$p0"
-    --url "$u1" --path-template '/bench/{name}' --label on-1.0 --server-pid "$p1"
-    --url "$u2" --path-template '/bench/{name}' --label on-0.01 --server-pid "$p2"
-    --json "$out/$name.json" "$@")
-  echo "== $name: ${cmd[*]}" | tee "$out/$name.txt"
-  "${cmd[@]}" 2>&1 | tee -a "$out/$name.txt"
+  compare "$name" \
+    --url "$u0" --path-template '/bench/{name}' --label off --server-pid "$p0" \
+    --url "$u1" --path-template '/bench/{name}' --label on-1.0 --server-pid "$p1" \
+    --url "$u2" --path-template '/bench/{name}' --label on-0.01 --server-pid "$p2" \
+    "$@"
   sleep 6
   tail -n 1 "$out/$name-sink.log" | tee -a "$out/$name.txt"
   stop_all "$name"
@@ -287,12 +286,10 @@ run_gateway() {
     labels+=("$label")
   done
   sleep 1
-  local cmd=("$lt" compare
-    --url "${urls[0]}" --path-template '/bench/{name}' --label "${labels[0]}" "${args[0]}" "${args[1]}"
-    --url "${urls[1]}" --path-template '/bench/{name}' --label "${labels[1]}" "${args[2]}" "${args[3]}"
-    --json "$out/$name.json" "$@")
-  echo "== $name: ${cmd[*]}" | tee "$out/$name.txt"
-  "${cmd[@]}" 2>&1 | tee -a "$out/$name.txt"
+  compare "$name" \
+    --url "${urls[0]}" --path-template '/bench/{name}' --label "${labels[0]}" "${args[0]}" "${args[1]}" \
+    --url "${urls[1]}" --path-template '/bench/{name}' --label "${labels[1]}" "${args[2]}" "${args[3]}" \
+    "$@"
   stop_all "$name"
 }
 
@@ -310,12 +307,10 @@ run_peer() {
   pids+=("$peer_pid")
   start_ours "$name-ours"; local ours_url="$last_url" ours_pid="$last_pid"
   sleep 1
-  local cmd=("$lt" compare
-    --url "http://127.0.0.1:$port" --path-template '/{name}' --label peer --server-pid "$peer_pid"
-    --url "$ours_url" --path-template '/bench/{name}' --label ours --server-pid "$ours_pid"
-    --json "$out/$name.json" "$@")
-  echo "== $name: ${cmd[*]}" | tee "$out/$name.txt"
-  "${cmd[@]}" 2>&1 | tee -a "$out/$name.txt"
+  compare "$name" \
+    --url "http://127.0.0.1:$port" --path-template '/{name}' --label peer --server-pid "$peer_pid" \
+    --url "$ours_url" --path-template '/bench/{name}' --label ours --server-pid "$ours_pid" \
+    "$@"
   kill "$peer_pid" "$ours_pid" 2>/dev/null || true
   wait "$peer_pid" "$ours_pid" 2>/dev/null || true
   rm -rf "$dir"
@@ -416,7 +411,6 @@ for t in "${targets[@]}"; do
         'flush_interval = "200ms"\nflush_size = "4MiB"\nflush_max_hot_age = "1s"\ncache_size = "16MiB"\nmax_hot_size_per_group = "0"\n')" \
         catchup --mib 64 --passes 4 --rounds 3 --settle-secs 5
       s3_down ;;
-    # Issue 24: large bodies straight to the leaders and through a gateway.
     # Issue 24: catch-up of 256 MiB straight from a voter and through a gateway.
     gwcatchup256) run_gateway gwcatchup256 direct "" gateway "" catchup --mib 256 --passes 4 --rounds 3 ;;
     # Issue 24: the single node against the Durable Streams project's Rust server.
@@ -424,6 +418,7 @@ for t in "${targets[@]}"; do
     peer8) run_peer peer8 append --streams 8 --writers 8 --bytes 256 --duration 5 --rounds 3 ;;
     peercatchup) run_peer peercatchup catchup --mib 256 --passes 4 --rounds 3 ;;
     peeridle) run_peer peeridle many-streams --streams 100000 --bytes 16 --concurrency 16 ;;
+    # Issue 24: large bodies straight to the leaders and through a gateway.
     gwbody1m) run_gateway gwbody1m direct "" gateway "" \
       append --streams 4 --writers 4 --bytes 1048576 --duration 2 --warmup 0.5 --rounds 3 ;;
     gwbody8m) run_gateway gwbody8m direct "" gateway "" \
