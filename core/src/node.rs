@@ -189,7 +189,7 @@ async fn serve<E: GroupEngine>(
         connections: config.connections,
     };
     let neighbours = match config.engine {
-        EngineConfig::Memory => ursula_http::affinity::Neighbours::None,
+        EngineConfig::Memory => ursula_http::affinity::Neighbours::Alone,
         EngineConfig::Raft(_) => ursula_http::affinity::Neighbours::BusyThreads,
     };
     let allowed = ursula_http::affinity::allowed_cpus();

@@ -125,13 +125,7 @@ impl ColdStore for S3ColdStore {
     }
 
     fn get_range<'a>(&'a self, key: &'a str, offset: u64, len: u64) -> ColdResult<'a, Bytes> {
-        Box::pin(async move {
-            let pieces = self.get_range_pieces(key, offset, len).await?;
-            Ok(match <[Bytes; 1]>::try_from(pieces) {
-                Ok([one]) => one,
-                Err(pieces) => pieces.concat().into(),
-            })
-        })
+        Box::pin(async move { Ok(super::pieces::join(self.get_range_pieces(key, offset, len).await?)) })
     }
 
     fn get_range_pieces<'a>(&'a self, key: &'a str, offset: u64, len: u64) -> ColdResult<'a, Vec<Bytes>> {

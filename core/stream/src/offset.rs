@@ -30,13 +30,11 @@ impl Offset {
         }
         token.parse::<u64>().ok().map(Offset)
     }
-}
 
-impl Offset {
-    /// The wire form: 20 decimal digits, zero-padded so that tokens compare
-    /// as strings the way offsets compare as numbers.
-    pub fn digits(self) -> [u8; 20] {
-        let mut digits = [b'0'; 20];
+    /// The wire form: `OFFSET_WIDTH` decimal digits, zero-padded so that
+    /// tokens compare as strings the way offsets compare as numbers.
+    fn digits(self) -> [u8; OFFSET_WIDTH] {
+        let mut digits = [b'0'; OFFSET_WIDTH];
         let mut rest = self.0;
         for d in digits.iter_mut().rev() {
             // `rest % 10` is a single digit.

@@ -7,7 +7,7 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Neighbours {
     /// The in-memory node: the workers apply every request themselves.
-    None,
+    Alone,
     /// A Raft node: its log, replication and WAL threads run beside the
     /// workers, and pinned workers keep the scheduler from moving them out
     /// of those threads' way (0.85× the appends at 8 writers, same run,
@@ -21,7 +21,7 @@ pub enum Neighbours {
 pub fn plan(setting: Option<bool>, workers: usize, allowed: &[usize], neighbours: Neighbours) -> Vec<usize> {
     let pin = match setting {
         Some(pin) => pin,
-        None => allowed.len() == workers && neighbours == Neighbours::None,
+        None => allowed.len() == workers && neighbours == Neighbours::Alone,
     };
     if !pin || allowed.is_empty() {
         return Vec::new();
@@ -54,7 +54,7 @@ mod tests {
 
     #[test]
     fn workers_are_pinned_automatically_only_when_the_cpus_match_them() {
-        use Neighbours::{BusyThreads, None as Alone};
+        use Neighbours::{Alone, BusyThreads};
         // (runtime.cpu_affinity, workers, allowed CPUs, other busy threads, pinned to)
         type Case = (Option<bool>, usize, &'static [usize], Neighbours, &'static [usize]);
         let cases: &[Case] = &[
