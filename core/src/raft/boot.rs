@@ -172,8 +172,15 @@ pub(crate) fn wal_options(dir: &Path, wal: &WalConfig) -> WalOptions {
 
 /// Opens the node's WAL in `raft-log` under `dir`, with what it recovered.
 pub(crate) fn open_wal(dir: &Path, wal: &WalConfig) -> anyhow::Result<(Wal, Recovered)> {
-    let (wal, recovered) =
-        Wal::open(wal_options(dir, wal)).with_context(|| format!("opening the WAL in {}", dir.display()))?;
+    let options = wal_options(dir, wal);
+    // With `never` an append is a copy into the page cache, cheaper on the
+    // Raft thread than a hand-off to a writer thread and back (0.88-0.91x
+    // CPU per append in an A/B); `always` keeps its fsyncs off that thread.
+    let opened = match options.fsync {
+        Fsync::Never => Wal::open_inline(options),
+        Fsync::Always => Wal::open(options),
+    };
+    let (wal, recovered) = opened.with_context(|| format!("opening the WAL in {}", dir.display()))?;
     if let Some(torn) = &recovered.torn_tail {
         eprintln!(
             "ursula: recovered the WAL: dropped a torn tail of {} bytes at {}:{}",

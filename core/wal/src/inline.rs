@@ -1,11 +1,14 @@
 //! The writer run on the callers' threads instead of its own (`Wal::open_inline`):
 //! a request is written, and its callback run, before the call that queued
-//! it returns. A deterministic simulation needs this: a writer thread's
-//! timing would decide the order in which the simulated voters see their
-//! writes complete.
+//! it returns, unless another thread is writing, which then writes it too.
+//! A deterministic simulation needs this (a writer thread's timing would
+//! decide the order in which the simulated voters see their writes
+//! complete), and so does a node with `Fsync::Never`, whose appends are
+//! copies into the page cache: handing each to a thread and back cost more
+//! than the write.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::{Mutex, TryLockError};
 
 use crate::writer::Writer;
@@ -17,18 +20,20 @@ thread_local! {
 
 pub(crate) struct InlineWriter {
     writer: Mutex<Option<Writer>>,
-    /// Requests sent and not yet taken by a drain.
-    queued: AtomicUsize,
+    /// Requests sent less requests taken by a drain. A request is counted
+    /// after it is sent, so a drain may take it first and the count dip
+    /// below zero for a moment; above zero, something waits in the queue.
+    queued: AtomicIsize,
 }
 
 impl InlineWriter {
     pub(crate) fn new(writer: Writer) -> InlineWriter {
-        InlineWriter { writer: Mutex::new(Some(writer)), queued: AtomicUsize::new(0) }
+        InlineWriter { writer: Mutex::new(Some(writer)), queued: AtomicIsize::new(0) }
     }
 
-    /// Counts a request about to be queued.
-    pub(crate) fn queueing(&self) {
-        self.queued.fetch_add(1, Ordering::AcqRel);
+    /// Counts a request just sent.
+    pub(crate) fn queued(&self) {
+        self.queued.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Whether this thread is inside the writer (a callback).
@@ -38,9 +43,11 @@ impl InlineWriter {
 
     /// Writes what is queued. A callback that queues more is served by the
     /// drain it runs in; a thread that finds the writer busy leaves its
-    /// request to the thread that holds it, which drains until none is left.
+    /// request to the thread that holds it, which looks at the count again
+    /// each time it lets go, so a request sent while it drained is never
+    /// left behind.
     pub(crate) fn run_queued(&self) {
-        while self.queued.load(Ordering::Acquire) > 0 {
+        while self.queued.load(Ordering::SeqCst) > 0 {
             let mut guard = match self.writer.try_lock() {
                 Ok(guard) => guard,
                 Err(TryLockError::Poisoned(p)) => p.into_inner(),
@@ -50,10 +57,7 @@ impl InlineWriter {
             WRITING.with(|w| w.set(true));
             let taken = writer.drain();
             WRITING.with(|w| w.set(false));
-            self.queued.fetch_sub(taken, Ordering::AcqRel);
-            if taken == 0 {
-                return;
-            }
+            self.queued.fetch_sub(taken as isize, Ordering::SeqCst);
         }
     }
 

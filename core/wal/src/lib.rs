@@ -208,13 +208,12 @@ impl Inner {
     /// Queues `op`; an inline writer writes it (and whatever else waits)
     /// before this returns. `Err` gives back what could not be queued.
     fn queue(&self, tx: &Sender<Op>, op: Op) -> Result<(), Op> {
-        let inline = self.inline();
-        inline.inspect(|w| w.queueing());
-        let sent = tx.send(op).map_err(|e| e.0);
-        if let Some(writer) = inline {
+        tx.send(op).map_err(|e| e.0)?;
+        if let Some(writer) = self.inline() {
+            writer.queued();
             writer.run_queued();
         }
-        sent
+        Ok(())
     }
 
     /// Ends the writer once nothing more can be queued: joins its thread
@@ -269,10 +268,13 @@ impl Wal {
         Ok((Wal { inner: Arc::new(inner) }, recovered))
     }
 
-    /// As `open`, but without a writer thread: each call writes what it
-    /// queued (and runs the callbacks) before it returns. No group commit
-    /// across threads; for a simulation that must not depend on a thread's
-    /// timing.
+    /// As `open`, but without a writer thread: each call writes what is
+    /// queued (and runs the callbacks) before it returns, or leaves it to
+    /// the thread writing at that moment, which takes it in its batch. For
+    /// a simulation that must not depend on a thread's timing, and for
+    /// `Fsync::Never`, where a write is a copy into the page cache: the
+    /// rare requests that fsync (states, synced appends, a rotation past
+    /// `MAX_UNSYNCED` segments) then wait on the caller's thread.
     pub fn open_inline(options: WalOptions) -> Result<(Wal, Recovered), WalError> {
         let (shared, tx, writer, recovered) = Self::prepare(&options)?;
         let runner = Runner::Inline(InlineWriter::new(writer));
