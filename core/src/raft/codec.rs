@@ -11,6 +11,7 @@ use openraft::{BasicNode, EntryPayload, Membership};
 use serde::{Deserialize, Serialize};
 
 use super::types::{Entry, LogId, Proposal, StoredMembership, Vote};
+use ursula_stream::Command;
 
 const VERSION: u8 = 1;
 /// Snapshots whose store carries history rewrites (spec/35 "Backup and
@@ -90,7 +91,25 @@ impl From<MembershipRepr> for Membership<u64, BasicNode> {
 }
 
 fn encode<T: Serialize>(what: &'static str, value: &T) -> Result<Bytes, CodecError> {
-    postcard::to_extend(value, vec![VERSION]).map(Bytes::from).map_err(|e| CodecError { what, reason: e.to_string() })
+    encode_into(what, value, 0)
+}
+
+/// As `encode`, with room for `size_hint` bytes from the start: an append's
+/// entry grew its vector several times while postcard wrote the body.
+fn encode_into<T: Serialize>(what: &'static str, value: &T, size_hint: usize) -> Result<Bytes, CodecError> {
+    let mut out = Vec::with_capacity(size_hint.max(1));
+    out.push(VERSION);
+    postcard::to_extend(value, out).map(Bytes::from).map_err(|e| CodecError { what, reason: e.to_string() })
+}
+
+/// Bytes an entry's encoding takes about: an append's body and room for
+/// its key, headers and the entry's own fields.
+fn entry_size_hint(entry: &Entry) -> usize {
+    const AROUND_THE_BODY: usize = 192;
+    match &entry.payload {
+        EntryPayload::Normal(Proposal { command: Command::Append(append), .. }) => AROUND_THE_BODY + append.body.len(),
+        _ => AROUND_THE_BODY,
+    }
 }
 
 fn decode<'a, T: Deserialize<'a>>(what: &'static str, bytes: &'a [u8]) -> Result<T, CodecError> {
@@ -102,11 +121,11 @@ fn decode<'a, T: Deserialize<'a>>(what: &'static str, bytes: &'a [u8]) -> Result
 }
 
 /// A command a follower forwards to its leader (`ForwardCommand`).
-pub fn encode_command(command: &ursula_stream::Command) -> Result<Bytes, CodecError> {
+pub fn encode_command(command: &Command) -> Result<Bytes, CodecError> {
     encode("forwarded command", command)
 }
 
-pub fn decode_command(bytes: &[u8]) -> Result<ursula_stream::Command, CodecError> {
+pub fn decode_command(bytes: &[u8]) -> Result<Command, CodecError> {
     decode("forwarded command", bytes)
 }
 
@@ -116,7 +135,7 @@ pub fn encode_entry(entry: &Entry) -> Result<Bytes, CodecError> {
         EntryPayload::Normal(p) => PayloadOut::Normal(p),
         EntryPayload::Membership(m) => PayloadOut::Membership(m.into()),
     };
-    encode("log entry", &(LogIdRepr::from(&entry.log_id), payload))
+    encode_into("log entry", &(LogIdRepr::from(&entry.log_id), payload), entry_size_hint(entry))
 }
 
 pub fn decode_entry(bytes: &[u8]) -> Result<Entry, CodecError> {
@@ -252,7 +271,7 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<DecodedSnapshot, CodecError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ursula_stream::{Command, StreamKey};
+    use ursula_stream::StreamKey;
 
     #[test]
     fn records_round_trip() {

@@ -39,9 +39,18 @@ pub fn empty() -> Body {
     Empty::new().boxed_unsync()
 }
 
+/// Headers an answer has room for from the start: an append's own, then
+/// the common ones and the server's identity, which grew the map (and
+/// moved its entries) twice per answer.
+const ANSWER_HEADERS: usize = 16;
+
 /// A response with `status` and no body yet.
 pub fn builder(status: StatusCode) -> http::response::Builder {
-    Response::builder().status(status)
+    let mut builder = Response::builder().status(status);
+    if let Some(headers) = builder.headers_mut() {
+        headers.reserve(ANSWER_HEADERS);
+    }
+    builder
 }
 
 /// Finishes a builder; a builder only fails on invalid header values, which
@@ -106,12 +115,19 @@ pub fn add_common_headers(response: &mut Answer, cors: &Cors, origin: Option<&st
 
 /// `Ursula-Protocol` and `Ursula-Cluster-Id`, on every answer of the
 /// server: `HEAD`s, `404`s, redirects and `503`s included (extensions §10).
-pub fn add_server_identity(response: &mut Answer, cluster_id: &str) {
+/// `cluster_id` is the header's value, made once (`cluster_id_header`).
+pub fn add_server_identity(response: &mut Answer, cluster_id: Option<&HeaderValue>) {
     let h = response.headers_mut();
     h.insert(names::URSULA_PROTOCOL, HeaderValue::from_static("2"));
-    if let Ok(v) = HeaderValue::from_str(cluster_id) {
-        h.insert(names::URSULA_CLUSTER_ID, v);
+    if let Some(v) = cluster_id {
+        h.insert(names::URSULA_CLUSTER_ID, v.clone());
     }
+}
+
+/// The `Ursula-Cluster-Id` value of a deployment; `None` for an id no
+/// header can carry.
+pub fn cluster_id_header(cluster_id: &str) -> Option<HeaderValue> {
+    HeaderValue::from_str(cluster_id).ok()
 }
 
 /// The answer to a CORS preflight, the same for every path.

@@ -36,7 +36,8 @@ impl<B> Clone for Surface<B> {
 
 impl<B: Backend> Surface<B> {
     pub fn new(backend: Arc<B>, options: HttpOptions, front: Arc<dyn FrontDoor>) -> Surface<B> {
-        Surface { shared: Arc::new(Shared { backend, options, front, stats: Default::default() }) }
+        let cluster_id_header = crate::render::cluster_id_header(&options.cluster_id);
+        Surface { shared: Arc::new(Shared { backend, options, front, stats: Default::default(), cluster_id_header }) }
     }
 
     /// Makes this surface's figures what an OTLP exporter reads at export

@@ -46,6 +46,8 @@ pub struct Shared<B> {
     pub options: HttpOptions,
     pub front: Arc<dyn FrontDoor>,
     pub stats: RequestStats,
+    /// `options.cluster_id` as a header value, made once.
+    pub cluster_id_header: Option<http::HeaderValue>,
 }
 
 impl<B: Backend> Shared<B> {
@@ -131,7 +133,7 @@ where
     // Every answer of the server names the protocol and the deployment
     // (extensions §10); an intermediary's own refusal names neither.
     if answer.extensions().get::<render::IntermediaryAnswer>().is_none() {
-        render::add_server_identity(&mut answer, &options.options.cluster_id);
+        render::add_server_identity(&mut answer, options.cluster_id_header.as_ref());
     }
     if !served {
         return answer;
