@@ -129,7 +129,9 @@ impl Peers {
         let endpoint = Endpoint::from_shared(url.to_string())
             .map_err(|e| PeerError::BadUrl { url: url.to_owned(), source: Arc::new(e) })?
             .initial_stream_window_size(ursula_proto::H2_STREAM_WINDOW)
-            .initial_connection_window_size(ursula_proto::H2_CONNECTION_WINDOW);
+            .initial_connection_window_size(ursula_proto::H2_CONNECTION_WINDOW)
+            // Answers come in frames this large (the server's own limit is the same).
+            .max_frame_size(ursula_proto::H2_MAX_FRAME);
         let client = RaftServiceClient::new(endpoint.connect_lazy())
             .max_decoding_message_size(ursula_proto::MAX_MESSAGE_BYTES)
             .max_encoding_message_size(ursula_proto::MAX_MESSAGE_BYTES);

@@ -23,7 +23,9 @@ impl Upstreams {
                 .connect_timeout(Duration::from_secs(2))
                 .tcp_nodelay(true)
                 .initial_stream_window_size(ursula_proto::H2_STREAM_WINDOW)
-                .initial_connection_window_size(ursula_proto::H2_CONNECTION_WINDOW);
+                .initial_connection_window_size(ursula_proto::H2_CONNECTION_WINDOW)
+                // Answers come in frames this large (the server's own limit is the same).
+                .max_frame_size(ursula_proto::H2_MAX_FRAME);
             let trace: ursula_http::telemetry::TraceInterceptor = ursula_http::telemetry::carry_trace_context;
             let client = StreamServiceClient::with_interceptor(endpoint.connect_lazy(), trace)
                 .max_decoding_message_size(ursula_proto::MAX_MESSAGE_BYTES)
