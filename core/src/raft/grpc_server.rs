@@ -161,11 +161,20 @@ impl RaftServer {
             .initial_stream_window_size(ursula_proto::H2_STREAM_WINDOW)
             .initial_connection_window_size(ursula_proto::H2_CONNECTION_WINDOW)
             .max_frame_size(ursula_proto::H2_MAX_FRAME)
+            // A peer's calls cut off at their deadline reset their streams;
+            // under load dozens do at once (every group's votes or
+            // heartbeats), and h2's default of 20 reset streams not yet
+            // accepted closed the whole connection, the transfers on it
+            // included. Peers are trusted callers of a private plane.
+            .http2_max_pending_accept_reset_streams(Some(PEER_RESET_STREAMS))
             .add_service(self.service())
             .serve_with_shutdown(addr, shutdown)
             .await
     }
 }
+
+/// Streams a peer may reset before the server accepted them, at once.
+const PEER_RESET_STREAMS: usize = 4096;
 
 impl RaftServer {
     async fn append_one(&self, req: pb::AppendEntriesRequest, from: Option<SocketAddr>) -> pb::AppendEntriesReply {
