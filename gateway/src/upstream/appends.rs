@@ -11,11 +11,11 @@
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use tokio::sync::{mpsc, oneshot};
 use ursula_http::wire::pb;
@@ -38,6 +38,8 @@ type Reply = Result<pb::WriteReply, tonic::Status>;
 struct Item {
     request: pb::WriteRequest,
     reply: oneshot::Sender<Reply>,
+    /// `stream_of(&request)`, hashed once.
+    stream: u64,
 }
 
 /// What the batchers sent: calls and the appends in them.
@@ -64,7 +66,8 @@ impl Appends {
     pub async fn send(&self, request: pb::WriteRequest) -> Reply {
         let (reply, answer) = oneshot::channel();
         let stopped = || tonic::Status::unavailable("the gateway's append batcher stopped");
-        self.queue.send(Item { request, reply }).map_err(|_| stopped())?;
+        let stream = stream_of(&request);
+        self.queue.send(Item { request, reply, stream }).map_err(|_| stopped())?;
         answer.await.map_err(|_| tonic::Status::internal("an append batch was dropped"))?
     }
 }
@@ -89,7 +92,7 @@ async fn run(client: Client, mut rx: mpsc::UnboundedReceiver<Item>, stats: Arc<B
         };
         // A stream's appends reach the voter in the order they came: one
         // whose stream is in a call out waits for that call.
-        while calls.holds(stream_of(&first.request)) {
+        while calls.holds(first.stream) {
             calls.finish_one().await;
         }
         let mut bytes = first.request.encoded_command.len();
@@ -97,7 +100,7 @@ async fn run(client: Client, mut rx: mpsc::UnboundedReceiver<Item>, stats: Arc<B
         while items.len() < MAX_BATCH {
             let Ok(item) = rx.try_recv() else { break };
             let len = item.request.encoded_command.len();
-            if bytes.saturating_add(len) > MAX_BATCH_BYTES || calls.holds(stream_of(&item.request)) {
+            if bytes.saturating_add(len) > MAX_BATCH_BYTES || calls.holds(item.stream) {
                 carried = Some(item);
                 break;
             }
@@ -130,7 +133,7 @@ impl InFlight {
     }
 
     fn start(&mut self, client: Client, items: Vec<Item>) {
-        let streams: Vec<u64> = items.iter().map(|i| stream_of(&i.request)).collect();
+        let streams: Vec<u64> = items.iter().map(|i| i.stream).collect();
         self.streams.extend(streams.iter().copied());
         self.calls.push(Box::pin(call(client, items).map(move |()| streams)));
     }
