@@ -51,15 +51,6 @@ pub fn slice(pieces: &[Bytes], lo: usize, hi: usize) -> Vec<Bytes> {
     out
 }
 
-/// The BLAKE3 digest of the run `pieces` make.
-pub fn digest(pieces: &[Bytes]) -> [u8; 32] {
-    let mut hasher = blake3::Hasher::new();
-    for piece in pieces {
-        hasher.update(piece);
-    }
-    *hasher.finalize().as_bytes()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,13 +85,12 @@ mod tests {
     }
 
     #[test]
-    fn a_slice_and_a_digest_see_the_pieces_as_one_run() {
+    fn a_slice_sees_the_pieces_as_one_run() {
         let (whole, pieces) = run(&[5, 1, 8, 3]);
         for (lo, hi) in [(0, 17), (0, 0), (4, 6), (5, 6), (6, 14), (13, 17), (2, 3)] {
             let got: Vec<u8> = slice(&pieces, lo, hi).concat();
             assert_eq!(got, &whole[lo..hi], "{lo}..{hi}");
         }
-        assert_eq!(digest(&pieces), *blake3::hash(&whole).as_bytes());
         assert_eq!(&join(pieces)[..], &whole[..]);
     }
 }

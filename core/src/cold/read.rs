@@ -14,6 +14,7 @@ use ursula_stream::{BootstrapView, ColdCut, ColdSlice, ColdSpan, Offset, ReadVie
 
 use super::blocks::{self, BLOCK};
 use super::pieces;
+use super::store::OnPiece;
 use super::{CacheKey, Cold, ColdError};
 
 /// A ranged GET fetches at most this much; longer runs go in parallel.
@@ -25,11 +26,17 @@ const HEAD_LOOK: u64 = 16 * 1024;
 const READ_AHEAD_BLOCKS: u64 = 16;
 
 impl Cold {
-    /// `len` bytes at `offset` of `object` as the pieces they arrived in,
-    /// counted as a fetch.
-    async fn fetch_range(&self, object: &str, offset: u64, len: u64) -> Result<Vec<Bytes>, ColdError> {
+    /// `len` bytes at `offset` of `object` as the pieces they arrived in
+    /// (each shown to `on_piece` on arrival), counted as a fetch.
+    async fn fetch_range(
+        &self,
+        object: &str,
+        offset: u64,
+        len: u64,
+        on_piece: OnPiece<'_>,
+    ) -> Result<Vec<Bytes>, ColdError> {
         self.stats.fetches.fetch_add(1, Relaxed);
-        let pieces = self.store.get_range_pieces(object, offset, len).await.inspect_err(|_| {
+        let pieces = self.store.get_range_pieces(object, offset, len, on_piece).await.inspect_err(|_| {
             self.stats.fetch_failures.fetch_add(1, Relaxed);
         })?;
         self.stats.bytes_fetched.fetch_add(pieces.iter().map(|p| p.len() as u64).sum(), Relaxed);
@@ -49,8 +56,14 @@ impl Cold {
             self.stats.cache_hits.fetch_add(1, Relaxed);
             return Ok(vec![hit]);
         }
-        let fetched = self.fetch_range(&span.object, span.object_offset, span.len).await?;
-        if pieces::digest(&fetched) != span.digest {
+        // Hashed as it arrives: the digest runs while the rest is received.
+        let mut hasher = blake3::Hasher::new();
+        let fetched = self
+            .fetch_range(&span.object, span.object_offset, span.len, &mut |piece| {
+                hasher.update(piece);
+            })
+            .await?;
+        if *hasher.finalize().as_bytes() != span.digest {
             return Err(self.corrupt(span));
         }
         if self.config.cache_size == 0 {
@@ -191,7 +204,7 @@ impl Cold {
         let start = from * BLOCK;
         let len = (to * BLOCK).min(span.len) - start;
         self.stats.ranged_fetches.fetch_add(1, Relaxed);
-        let fetched = self.fetch_range(&span.object, span.object_offset + start, len).await?;
+        let fetched = self.fetch_range(&span.object, span.object_offset + start, len, &mut |_| {}).await?;
         // Cached blocks own their memory: a slice of the HTTP client's
         // buffer would keep the whole buffer alive beyond the cache's size.
         let fetched = if self.config.cache_size > 0 { vec![pieces::join(fetched)] } else { fetched };
@@ -235,10 +248,25 @@ impl Cold {
         Ok(pieces::slice(&fetched, lo as usize, hi as usize))
     }
 
-    /// The stream bytes of `slices`, in order.
+    /// The stream bytes of `slices`, in order. Each slice is fetched and
+    /// checked in a task of its own, so a read of several spans receives
+    /// and hashes them on every worker thread at once; the tasks end
+    /// (aborted) with the read.
     #[tracing::instrument(name = "cold.fetch", level = "debug", skip_all, fields(slices = slices.len()))]
     async fn fetch(self: &Arc<Self>, slices: &[ColdSlice]) -> Result<Vec<Bytes>, ColdError> {
-        let fetched = futures_util::future::try_join_all(slices.iter().map(|s| self.slice_bytes(s))).await?;
+        if let [one] = slices {
+            return self.slice_bytes(one).await;
+        }
+        let mut tasks = tokio::task::JoinSet::new();
+        for (i, slice) in slices.iter().enumerate() {
+            let (me, slice) = (self.clone(), slice.clone());
+            tasks.spawn(async move { (i, me.slice_bytes(&slice).await) });
+        }
+        let mut fetched = vec![Vec::new(); slices.len()];
+        while let Some(done) = tasks.join_next().await {
+            let (i, bytes) = done.map_err(|e| ColdError::Unavailable(format!("a cold fetch task failed: {e}")))?;
+            fetched[i] = bytes?;
+        }
         Ok(fetched.into_iter().flatten().collect())
     }
 

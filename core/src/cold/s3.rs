@@ -11,7 +11,7 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::ServerSideEncryption;
 use bytes::Bytes;
 
-use super::store::{ColdError, ColdResult, ColdStore};
+use super::store::{ColdError, ColdResult, ColdStore, OnPiece};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Encryption {
@@ -125,10 +125,16 @@ impl ColdStore for S3ColdStore {
     }
 
     fn get_range<'a>(&'a self, key: &'a str, offset: u64, len: u64) -> ColdResult<'a, Bytes> {
-        Box::pin(async move { Ok(super::pieces::join(self.get_range_pieces(key, offset, len).await?)) })
+        Box::pin(async move { Ok(super::pieces::join(self.get_range_pieces(key, offset, len, &mut |_| {}).await?)) })
     }
 
-    fn get_range_pieces<'a>(&'a self, key: &'a str, offset: u64, len: u64) -> ColdResult<'a, Vec<Bytes>> {
+    fn get_range_pieces<'a>(
+        &'a self,
+        key: &'a str,
+        offset: u64,
+        len: u64,
+        on_piece: OnPiece<'a>,
+    ) -> ColdResult<'a, Vec<Bytes>> {
         Box::pin(async move {
             if len == 0 {
                 return Ok(Vec::new());
@@ -143,7 +149,13 @@ impl ColdStore for S3ColdStore {
                 Err(e) => return Err(failed(aws_sdk_s3::error::DisplayErrorContext(e))),
             };
             // The body's segments as the HTTP client read them, not joined.
-            let pieces: Vec<Bytes> = output.body.collect().await.map_err(failed)?.into_segments().collect();
+            let mut body = output.body;
+            let mut pieces = Vec::new();
+            while let Some(piece) = body.next().await {
+                let piece = piece.map_err(failed)?;
+                on_piece(&piece);
+                pieces.push(piece);
+            }
             if pieces.iter().map(|p| p.len() as u64).sum::<u64>() != len {
                 return Err(ColdError::Corrupt(key.to_string()));
             }

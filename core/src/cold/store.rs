@@ -21,6 +21,10 @@ pub enum ColdError {
 
 pub type ColdResult<'a, T> = BoxFuture<'a, Result<T, ColdError>>;
 
+/// Sees each piece of a ranged read as it arrives, so a check of the bytes
+/// (a digest) runs while the rest are still on their way.
+pub type OnPiece<'a> = &'a mut (dyn FnMut(&[u8]) + Send);
+
 pub trait ColdStore: Send + Sync + 'static {
     /// Stores `body` under `key` (a new object; keys are never reused).
     fn put<'a>(&'a self, key: &'a str, body: Bytes) -> ColdResult<'a, ()>;
@@ -28,9 +32,20 @@ pub trait ColdStore: Send + Sync + 'static {
     fn get_range<'a>(&'a self, key: &'a str, offset: u64, len: u64) -> ColdResult<'a, Bytes>;
     /// The same bytes as `get_range`, as the pieces they arrived in: a
     /// store that receives them in parts (S3) hands them over without
-    /// joining them (a copy of every fetched byte).
-    fn get_range_pieces<'a>(&'a self, key: &'a str, offset: u64, len: u64) -> ColdResult<'a, Vec<Bytes>> {
-        Box::pin(async move { Ok(vec![self.get_range(key, offset, len).await?]) })
+    /// joining them (a copy of every fetched byte), each shown to
+    /// `on_piece` as soon as it is read.
+    fn get_range_pieces<'a>(
+        &'a self,
+        key: &'a str,
+        offset: u64,
+        len: u64,
+        on_piece: OnPiece<'a>,
+    ) -> ColdResult<'a, Vec<Bytes>> {
+        Box::pin(async move {
+            let bytes = self.get_range(key, offset, len).await?;
+            on_piece(&bytes);
+            Ok(vec![bytes])
+        })
     }
     /// The whole object at `key`.
     fn get<'a>(&'a self, key: &'a str) -> ColdResult<'a, Bytes>;
