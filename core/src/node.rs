@@ -183,7 +183,7 @@ async fn serve<E: GroupEngine>(
     let options = HttpOptions {
         json_reads: config.json_reads,
         cluster_id,
-        workers: config.core_count,
+        workers: config.http_workers,
         cors: ursula_http::Cors::AnyOrigin,
         max_request_bytes: ursula_http::limits::MAX_REQUEST_BYTES,
         connections: config.connections,
@@ -193,7 +193,7 @@ async fn serve<E: GroupEngine>(
         EngineConfig::Raft(_) => ursula_http::affinity::Neighbours::BusyThreads,
     };
     let allowed = ursula_http::affinity::allowed_cpus();
-    let cpus = ursula_http::affinity::plan(config.cpu_affinity, config.core_count, &allowed, neighbours);
+    let cpus = ursula_http::affinity::plan(config.cpu_affinity, config.http_workers, &allowed, neighbours);
     if !cpus.is_empty() {
         tracing::info!(?cpus, "each HTTP worker thread is pinned to a CPU (runtime.cpu_affinity)");
     }

@@ -33,6 +33,10 @@ fn file_wins_over_preset_and_preset_over_defaults() {
     assert_eq!(c.group_count, 12);
     let c = cfg(None, "[runtime]\ncore_count = 3\n", &CliOverrides::default()).expect("valid");
     assert_eq!(c.group_count, 48, "core_count x 16");
+    assert_eq!(c.http_workers, 3, "a core_count set is the connection threads too");
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let c = cfg(None, "", &CliOverrides::default()).expect("valid");
+    assert_eq!((c.core_count, c.http_workers), (cpus, super::connection_workers(cpus)));
     assert_eq!(c.cpu_affinity, None, "automatic unless set");
     for (text, set) in [("true", Some(true)), ("false", Some(false))] {
         let c = cfg(None, &format!("[runtime]\ncpu_affinity = {text}\n"), &CliOverrides::default()).expect("valid");
@@ -227,5 +231,12 @@ fn the_s3_health_gate_has_the_spec_defaults_and_refuses_zero() {
     for key in ["probe_timeout = \"0s\"", "unhealthy_ticks = 0", "heal_ticks = 0"] {
         let refused = cfg(Some(Preset::Dev), &format!("{s3}{key}\n"), &none).expect_err("zero is refused");
         assert!(refused.contains(key.split(' ').next().unwrap_or_default()), "{refused}");
+    }
+}
+
+#[test]
+fn connections_are_served_on_one_thread_fewer_than_the_cpus_at_least_one() {
+    for (cpus, threads) in [(1, 1), (2, 1), (3, 2), (16, 15)] {
+        assert_eq!(super::connection_workers(cpus), threads, "{cpus} CPUs");
     }
 }
