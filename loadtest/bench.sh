@@ -248,7 +248,8 @@ run_hotmem() {
   sleep 5
   local held=0 tail
   for s in $(seq 16); do
-    tail=$(curl -sfIL "$url/bench/m$s" | tr -d '\r' | awk -F': ' 'tolower($1) == "stream-next-offset" {print $2}' | tail -n 1)
+    # Retried: a leadership may move under the load (a `503` meanwhile).
+    tail=$(curl -sfIL --retry 5 --retry-all-errors "$url/bench/m$s" | tr -d '\r' | awk -F': ' 'tolower($1) == "stream-next-offset" {print $2}' | tail -n 1)
     held=$((held + 10#$tail))
   done
   local n=0 pid rss role
