@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use clap::Args;
 use http::header::{CONTENT_TYPE, HeaderName};
-use http::{HeaderValue, Method, Uri};
+use http::{HeaderValue, Method, StatusCode, Uri};
 use serde_json::{Value, json};
 
 use super::{Ctx, latency_figures};
-use crate::client::{Conn, Placement, Target, create_at_leader, drain, random_body};
+use crate::client::{Conn, Placement, Target, create_at_leader, drain, random_body, redirected};
 use crate::report::{Better, Figure};
 use crate::stats::{Latency, Outcomes, Sample, rate};
 
@@ -119,13 +119,26 @@ pub async fn round(a: &AppendArgs, _t: &Target, st: &State, round: u32) -> anyho
                     h.insert(HeaderName::from_static("producer-seq"), HeaderValue::from(seq));
                     seq += 1;
                 }
+                let mut moved = None;
                 let result = match conn.send(req).await {
                     Ok(resp) => {
                         let status = resp.status().as_u16();
+                        if resp.status() == StatusCode::TEMPORARY_REDIRECT {
+                            moved = redirected(resp.headers()).await.ok();
+                        }
                         drain(resp.into_body()).await.map(|_| status)
                     }
                     Err(e) => Err(e),
                 };
+                // The stream's leadership moved (a balancer, an election):
+                // the `307` counts, and the writer follows it from now on.
+                if let Some(placement) = moved {
+                    conn = Conn::to(&placement);
+                    if conn.ensure().await.is_err() {
+                        out.outcomes.io += 1;
+                        break;
+                    }
+                }
                 let done = Instant::now();
                 if measured {
                     match result {
