@@ -34,10 +34,10 @@ fn file_wins_over_preset_and_preset_over_defaults() {
     let c = cfg(None, "[runtime]\ncore_count = 3\n", &CliOverrides::default()).expect("valid");
     assert_eq!(c.group_count, 48, "core_count x 16");
     assert_eq!(c.http_workers, 3, "a core_count set is the connection threads too");
-    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    let c = cfg(None, "", &CliOverrides::default()).expect("valid");
-    assert_eq!((c.core_count, c.http_workers), (cpus, super::connection_workers(cpus)));
     assert_eq!(c.cpu_affinity, None, "automatic unless set");
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let unset = cfg(None, "", &CliOverrides::default()).expect("valid");
+    assert_eq!((unset.core_count, unset.http_workers), (cpus, super::connection_workers(cpus)));
     for (text, set) in [("true", Some(true)), ("false", Some(false))] {
         let c = cfg(None, &format!("[runtime]\ncpu_affinity = {text}\n"), &CliOverrides::default()).expect("valid");
         assert_eq!(c.cpu_affinity, set);

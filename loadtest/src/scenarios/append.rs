@@ -130,16 +130,15 @@ pub async fn round(a: &AppendArgs, _t: &Target, st: &State, round: u32) -> anyho
                     }
                     Err(e) => Err(e),
                 };
-                // The stream's leadership moved (a balancer, an election):
-                // the `307` counts, and the writer follows it from now on.
-                if let Some(placement) = moved {
-                    conn = Conn::to(&placement);
-                    if conn.ensure().await.is_err() {
-                        out.outcomes.io += 1;
-                        break;
-                    }
-                }
                 let done = Instant::now();
+                // Not appended (a redirect, a `503`) or not known to be: a
+                // producer sends the same seq again, as its clients retry
+                // (the server drops a duplicate). Else the next seq would
+                // leave a gap the server refuses with `409`.
+                let resend = moved.is_some() || matches!(result, Ok(503) | Err(_));
+                if resend && producer_id.is_some() {
+                    seq = seq.saturating_sub(1);
+                }
                 if measured {
                     match result {
                         Ok(status) => {
@@ -150,6 +149,15 @@ pub async fn round(a: &AppendArgs, _t: &Target, st: &State, round: u32) -> anyho
                         Err(_) => out.outcomes.io += 1,
                     }
                     out.last_done = done;
+                }
+                // The stream's leadership moved (a balancer, an election):
+                // the `307` counts, and the writer follows it from now on.
+                if let Some(placement) = moved {
+                    conn = Conn::to(&placement);
+                    if conn.ensure().await.is_err() {
+                        out.outcomes.io += 1;
+                        break;
+                    }
                 }
             }
             out
