@@ -166,8 +166,6 @@ run_voters() {
     --url "$uc" --path-template '/bench/{name}' --label voters --server-pid "$pc" \
     "$@"
   stop_all "$name"
-  # Large-body targets write gigabytes: keep the disk.
-  [ -z "${BENCH_KEEP_CLUSTERS:-}" ] && rm -rf "$out/cluster-$name" || true
 }
 
 # run_otel NAME SCENARIO...: three durable nodes (fsync=never) in one run,
@@ -205,13 +203,16 @@ run_offcost() {
     this "--config $(raft_config "$name-this" never)" "$@"
 }
 
-# stop_all NAME: stops every server started for target NAME, its cluster too.
+# stop_all NAME: stops every server started for target NAME, its cluster
+# too, and deletes the cluster's directory (its WALs: gigabytes after the
+# large-body targets) unless BENCH_KEEP_CLUSTERS is set.
 stop_all() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   # shellcheck disable=SC2046
   kill $(cat "$out/cluster-$1/pids" 2>/dev/null) 2>/dev/null || true
   wait 2>/dev/null || true
   pids=()
+  [ -n "${BENCH_KEEP_CLUSTERS:-}" ] || rm -rf "$out/cluster-$1"
 }
 
 # start_gateway LABEL CLUSTER_DIR [ARGS...]: `ursula gateway` in front of the
