@@ -10,7 +10,7 @@
 #   TARGET: append32 append8 fanout catchup idle (issue 4), raft8 raft32 (issue 5),
 #           cluster8 cluster32 (issue 6), gateway8 gwcatchup gwchunks (issue 8),
 #           coldcatchup coldappend (issue 7), gwauth8 gwauth32 (issue 18),
-#           coldcached coldahead gwbody1m gwbody8m hotmem gwcatchup256 (issue 24),
+#           coldcached coldahead gwbody1m gwbody8m hotmem gwcatchup256 elections (issue 24),
 #           peer32 peer8 peercatchup peeridle (issue 24; needs PEER_BIN,
 #           `durable-streams-server` from `cargo install durable-streams --version 0.1.5`),
 #           gwquota8 gwquota32 (issue 19), voters8 voters32 (issue 20),
@@ -266,6 +266,36 @@ run_hotmem() {
   stop_all "$name"
 }
 
+# run_elections NAME: four writers of 1 MiB appends straight to node 1 of a
+# fresh three-voter cluster (fsync=never, two rounds of 4 s); the groups'
+# term changes summed over the voters (each voter's view of every group),
+# read from /__ursula/metrics before and after. A stable cluster changes no
+# term under load; each change cost the writers `503`s.
+run_elections() {
+  local name="$1" dir="$out/cluster-$1"
+  rm -rf "$dir"
+  "$root/scripts/cluster-up.sh" "$ursula" "$dir" 'fsync = "never"\n'
+  sleep 3
+  terms() {
+    local sum=0 u t
+    while read -r u; do
+      t=$(curl -sf "$u/__ursula/metrics" | node -e '
+        let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () =>
+          console.log(JSON.parse(s).raft_groups.reduce((n, g) => n + g.current_term, 0)))')
+      sum=$((sum + t))
+    done <"$dir/urls"
+    echo "$sum"
+  }
+  local before after
+  before=$(terms)
+  "$lt" append --url "$(head -n 1 "$dir/urls")" --path-template '/bench/{name}' \
+    --streams 4 --writers 4 --bytes 1048576 --duration 4 --rounds 2 2>&1 | tee "$out/$name.txt"
+  after=$(terms)
+  echo "term changes under load: $((after - before)) (terms summed over the voters: $before before, $after after)" \
+    | tee -a "$out/$name.txt"
+  stop_all "$name"
+}
+
 # run_gateway NAME LABEL_A GW_ARGS_A LABEL_B GW_ARGS_B SCENARIO...: two
 # servers in front of one three-voter cluster, compared in one run. A
 # label "direct" is node 1's client plane (every group's first leader);
@@ -425,6 +455,8 @@ for t in "${targets[@]}"; do
       append --streams 4 --writers 4 --bytes 1048576 --duration 2 --warmup 0.5 --rounds 3 ;;
     gwbody8m) run_gateway gwbody8m direct "" gateway "" \
       append --streams 2 --writers 2 --bytes 8388608 --duration 2 --warmup 0.5 --rounds 3 ;;
+    # Issue 20/24: elections under 1 MiB appends (a snapshot build stalled every group of a node).
+    elections) run_elections elections ;;
     coldappend) s3_up
       run_engines coldappend hot "" flushing "--preset default --config $(cold_config coldappend \
         'flush_interval = "200ms"\nflush_size = "1MiB"\nmax_hot_size_per_group = "0"\n')" \

@@ -92,7 +92,7 @@ impl RaftServer {
             .copy(group, index, r)
             .await
             .map_err(|e| self.refusal(Kind::SnapshotFailed, format!("copying the snapshot object: {e}")))?;
-        Ok(Stored::Object(copy).encode())
+        Ok(Stored::Object(copy).into_raw())
     }
 
     /// Adds a chunk to the group's snapshot in progress; the whole snapshot

@@ -33,12 +33,13 @@ pub struct ObjectRef {
 /// the encoded snapshot itself, or a reference to its object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Stored {
-    Inline(Vec<u8>),
+    Inline(Bytes),
     Object(ObjectRef),
 }
 
 impl Stored {
-    pub fn encode(&self) -> Vec<u8> {
+    /// The file's and a transfer's bytes; an inline body is shared, not copied.
+    pub fn encode(&self) -> Bytes {
         match self {
             Stored::Inline(body) => body.clone(),
             Stored::Object(r) => {
@@ -47,15 +48,24 @@ impl Stored {
                 out.extend_from_slice(&r.len.to_le_bytes());
                 out.extend_from_slice(&r.digest);
                 out.extend_from_slice(r.key.as_bytes());
-                out
+                Bytes::from(out)
             }
+        }
+    }
+
+    /// The same bytes as an owned vector (openraft's snapshot data): no
+    /// copy when nothing else shares an inline body.
+    pub fn into_raw(self) -> Vec<u8> {
+        match self {
+            Stored::Inline(body) => Vec::from(body),
+            Stored::Object(_) => Vec::from(self.encode()),
         }
     }
 
     /// Encoded snapshots begin with their codec version, never with the magic.
     pub fn decode(raw: Vec<u8>) -> Result<Stored, SnapshotStoreError> {
         match ObjectRef::parse(&raw) {
-            None => Ok(Stored::Inline(raw)),
+            None => Ok(Stored::Inline(Bytes::from(raw))),
             Some(r) => r.map(Stored::Object),
         }
     }
@@ -308,9 +318,9 @@ mod tests {
     #[test]
     fn references_round_trip_and_inline_bodies_stay_inline() {
         let r = ObjectRef { key: "it/snapshots/node-1/group-0/a.snap".into(), len: 9, digest: [7; 32] };
-        let back = Stored::decode(Stored::Object(r.clone()).encode()).expect("decodes");
+        let back = Stored::decode(Stored::Object(r.clone()).into_raw()).expect("decodes");
         assert_eq!(back, Stored::Object(r));
-        assert_eq!(Stored::decode(vec![1, 2, 3]).expect("inline"), Stored::Inline(vec![1, 2, 3]));
+        assert_eq!(Stored::decode(vec![1, 2, 3]).expect("inline"), Stored::Inline(Bytes::from_static(&[1, 2, 3])));
         assert!(Stored::decode(b"UREF\x01".to_vec()).is_err(), "a truncated reference is damaged");
     }
 

@@ -124,7 +124,7 @@ impl GroupMachine {
                     }
                 };
                 store.adopt(group, Some(&r.key));
-                Some(body.to_vec())
+                Some(body)
             }
         };
         let (store, applied, size, current) = match body {
@@ -151,14 +151,14 @@ impl GroupMachine {
 
     /// Where a snapshot body goes: an object of this node when the store
     /// takes it, else inline (a store that fails does not stop snapshots).
-    async fn store_body(&self, index: u64, body: &Bytes) -> Stored {
+    async fn store_body(&self, index: u64, body: Bytes) -> Stored {
         if let Some(store) = &self.objects {
             match store.write(self.group, index, body.clone()).await {
                 Ok(r) => return Stored::Object(r),
                 Err(e) => tracing::warn!(group = self.group, error = %e, "snapshot upload failed; kept inline"),
             }
         }
-        Stored::Inline(body.to_vec())
+        Stored::Inline(body)
     }
 
     /// Writes the group's snapshot file, then drops what it replaced.
@@ -197,24 +197,26 @@ impl RaftSnapshotBuilder<TypeConfig> for GroupMachine {
     type SnapshotData = SnapshotData;
 
     async fn build_snapshot(&mut self) -> Result<Snapshot, io::Error> {
-        // Encoded under the lock, so the store and its log position agree;
-        // the group's writes wait for the encoding, not for the disk.
-        let (meta, body) = {
+        // The store is copied under the lock, so it and its log position
+        // agree (its bytes are shared chunks: the copy is the metadata),
+        // then encoded off the Raft runtime, whose threads every group of
+        // the node shares: a group holding a gigabyte took seconds to
+        // encode, and every group's heartbeats waited (elections).
+        let (meta, store) = {
             let state = group_state::lock(&self.shared.state);
-            let applied = self.shared.applied().clone();
-            let meta = Self::meta(&applied);
-            let body = codec::encode_snapshot(
-                applied.last.as_ref(),
-                &applied.membership,
-                &codec::snapshot_id(applied.last.as_ref()),
-                &state.store,
-            )
-            .map_err(|e| sm_err(ErrorVerb::Write, &e))?;
-            (meta, body)
+            (Self::meta(&self.shared.applied()), state.store.clone())
         };
-        let stored = self.store_body(meta.last_log_id.map_or(0, |l| l.index), &body).await;
-        self.keep(&stored, &meta, body.len() as u64).await?;
-        Ok(Snapshot { meta, snapshot: Cursor::new(stored.encode()) })
+        let (last, membership) = (meta.last_log_id, meta.last_membership.clone());
+        let body = SeedableRuntime::spawn_blocking(move || {
+            codec::encode_snapshot(last.as_ref(), &membership, &codec::snapshot_id(last.as_ref()), &store)
+        })
+        .await
+        .map_err(|e| sm_err(ErrorVerb::Write, &e))?
+        .map_err(|e| sm_err(ErrorVerb::Write, &e))?;
+        let size = body.len() as u64;
+        let stored = self.store_body(meta.last_log_id.map_or(0, |l| l.index), body).await;
+        self.keep(&stored, &meta, size).await?;
+        Ok(Snapshot { meta, snapshot: Cursor::new(stored.into_raw()) })
     }
 }
 
@@ -319,7 +321,7 @@ impl RaftStateMachine<TypeConfig> for GroupMachine {
         // The cluster plane copied a peer's object already (`grpc`); this
         // copy is for a reference that reached the machine another way.
         let (stored, body) = match Stored::decode(snapshot.into_inner()).map_err(io)? {
-            Stored::Inline(body) => (Stored::Inline(body.clone()), Bytes::from(body)),
+            Stored::Inline(body) => (Stored::Inline(body.clone()), body),
             Stored::Object(r) => {
                 let Some(store) = &self.objects else {
                     return Err(io(SnapshotStoreError::Damaged(format!("a reference to {} without a store", r.key))));
@@ -329,8 +331,13 @@ impl RaftStateMachine<TypeConfig> for GroupMachine {
                 (Stored::Object(own), body)
             }
         };
-        let snap = codec::decode_snapshot(&body).map_err(|e| sm_err(ErrorVerb::Read, &e))?;
-        self.keep(&stored, meta, body.len() as u64).await?;
+        // Decoded off the Raft runtime, as a build is encoded.
+        let size = body.len() as u64;
+        let snap = SeedableRuntime::spawn_blocking(move || codec::decode_snapshot(&body))
+            .await
+            .map_err(|e| sm_err(ErrorVerb::Read, &e))?
+            .map_err(|e| sm_err(ErrorVerb::Read, &e))?;
+        self.keep(&stored, meta, size).await?;
         let mut state = group_state::lock(&self.shared.state);
         let mut applied = self.shared.applied();
         state.store = snap.store;
