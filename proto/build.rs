@@ -6,9 +6,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // SAFETY: a build script is single-threaded; nothing reads the
     // environment while it is written.
     unsafe { std::env::set_var("PROTOC", protoc) };
-    // Stream payloads decode as `Bytes`, sharing the request buffer.
+    // Stream payloads decode as `Bytes`, sharing the request buffer; Raft
+    // entries are sent as the `Bytes` they were encoded into (no copy).
     tonic_prost_build::configure()
         .bytes(".ursula.stream.v1")
+        .bytes(".ursula.raft.v1.AppendEntriesRequest.entries")
         .compile_protos(&["ursula/raft/v1/raft.proto", "ursula/stream/v1/stream.proto"], &["."])?;
     println!("cargo:rerun-if-changed=ursula");
     Ok(())

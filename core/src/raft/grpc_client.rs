@@ -363,7 +363,7 @@ impl RaftNetworkV2<TypeConfig> for GrpcPeer {
         // Bounded in bytes, whatever the entry sizes: the rest goes in the next call.
         let sent_up_to = bound_append(&mut req, &rpc, MAX_APPEND_BYTES);
         let batcher = self.peers.batcher(&self.url).map_err(unreachable)?;
-        let deadline = append_deadline(&option, req.entries.iter().map(Vec::len).sum());
+        let deadline = append_deadline(&option, req.entries.iter().map(bytes::Bytes::len).sum());
         let sent = match tokio::time::timeout(deadline, batcher.send(req)).await {
             Ok(sent) => sent,
             Err(_) => Err(PeerError::Timeout { url: self.url.clone(), after: deadline }),
@@ -470,7 +470,7 @@ mod tests {
             leader_commit: Some(log_id(commit)),
         };
         let req = pb::AppendEntriesRequest {
-            entries: sizes.iter().map(|n| vec![0u8; *n]).collect(),
+            entries: sizes.iter().map(|n| bytes::Bytes::from(vec![0u8; *n])).collect(),
             leader_commit: Some(conv::log_id_to(&log_id(commit))),
             ..Default::default()
         };

@@ -38,7 +38,7 @@ pub fn append_request_to(
         preamble: Some(preamble),
         vote: Some(vote_to(&rpc.vote)),
         prev_log_id: rpc.prev_log_id.as_ref().map(log_id_to),
-        entries: rpc.entries.iter().map(|e| codec::encode_entry(e).map(|b| b.to_vec())).collect::<Result<_, _>>()?,
+        entries: rpc.entries.iter().map(codec::encode_entry).collect::<Result<_, _>>()?,
         leader_commit: rpc.leader_commit.as_ref().map(log_id_to),
     })
 }
