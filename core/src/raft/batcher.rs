@@ -1,27 +1,33 @@
 //! Coalescing the AppendEntries of many groups to one peer: each group's
 //! replication hands its request to the peer's batcher, which sends it at
-//! once when a call slot is free and otherwise in the next batch, with
+//! once when no batch is out and otherwise in the next batch, with
 //! everything else that queued meanwhile. An idle cluster pays no delay; a
-//! busy one sends one call per peer per round trip instead of one per
+//! busy one sends one batch per peer per round trip instead of one call per
 //! group, which is where the CPU of replication went (syscalls and HTTP/2
-//! frames per call).
+//! frames per call). The batches travel on one long-lived stream per peer
+//! (`AppendEntriesStream`), so a batch costs no call of its own either.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use prost::Message;
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
+use tonic::Streaming;
 use tonic::transport::Channel;
 use ursula_proto::raft::v1 as pb;
 use ursula_proto::raft::v1::raft_service_client::RaftServiceClient;
 
 use super::peer_error::PeerError;
 
-/// Calls in flight to one peer at a time. With one, what queues while a
-/// call is out goes in the next: three voters sharing two cores made 1.15x
-/// the appends at 32 writers with fewer, fuller calls than with two in
-/// flight, and the same at 8 (BENCHMARKS, issue 20).
-const MAX_IN_FLIGHT: usize = 1;
+/// One batch in flight to a peer at a time: what queues while it is out
+/// goes in the next. Three voters sharing two cores made 1.15x the appends
+/// at 32 writers with fewer, fuller calls than with two in flight, and the
+/// same at 8 (BENCHMARKS, issue 20).
+///
+/// A batch whose reply takes longer than this closes the peer's stream
+/// (its requests' own deadlines, from 75 ms, have passed long before), so
+/// one stuck batch does not hold every later one behind it.
+const STREAM_STALL: std::time::Duration = std::time::Duration::from_secs(2);
 /// Requests in one call.
 const MAX_BATCH: usize = 256;
 /// A request this large (a big append, a catch-up) goes alone on a lane of
@@ -41,7 +47,8 @@ struct Item {
     reply: oneshot::Sender<Reply>,
 }
 
-/// What the batchers of a node sent: calls and the requests in them.
+/// What the batchers of a node sent: batches (calls or stream messages)
+/// and the requests in them.
 #[derive(Default)]
 pub struct BatchStats {
     pub calls: AtomicU64,
@@ -75,7 +82,6 @@ async fn run(
     mut rx: mpsc::UnboundedReceiver<Item>,
     stats: Arc<BatchStats>,
 ) {
-    let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let call = Call { client, url, stats };
     // Large requests, one call at a time and in order, beside the batches.
     let (bulk, mut large) = mpsc::unbounded_channel::<Item>();
@@ -85,6 +91,7 @@ async fn run(
             lane.call(vec![item]).await;
         }
     });
+    let mut link = Link::Closed;
     // A request that did not fit the last batch opens the next one.
     let mut carried: Option<Item> = None;
     loop {
@@ -100,8 +107,7 @@ async fn run(
             let _ = bulk.send(first);
             continue;
         }
-        // Waiting for a slot is when a batch fills up.
-        let Ok(slot) = slots.clone().acquire_owned().await else { return };
+        // What queued while the last batch was out goes in this one.
         let mut items = vec![first];
         while items.len() < MAX_BATCH {
             match rx.try_recv() {
@@ -121,8 +127,24 @@ async fn run(
                 Err(_) => break,
             }
         }
-        call.send(items, slot);
+        if matches!(link, Link::Unary) {
+            call.call(items).await;
+        } else {
+            call.exchange(&mut link, items).await;
+        }
     }
+}
+
+/// The peer's batch stream, if one is open.
+enum Link {
+    Closed,
+    Open {
+        batches: mpsc::Sender<pb::AppendEntriesBatchRequest>,
+        replies: Streaming<pb::AppendEntriesBatchReply>,
+    },
+    /// The peer does not serve the stream (an older version during a
+    /// rolling upgrade): batches go as calls.
+    Unary,
 }
 
 /// What a batch call needs: the peer's client, for its errors its URL, and the counters.
@@ -134,39 +156,107 @@ struct Call {
 }
 
 impl Call {
-    /// Sends `items` in one call holding `slot` in a task of its own.
-    fn send(&self, items: Vec<Item>, slot: tokio::sync::OwnedSemaphorePermit) {
-        let call = self.clone();
-        tokio::spawn(async move {
-            call.call(items).await;
-            drop(slot);
-        });
-    }
-
     /// Sends `items` in one call and answers each waiter.
     async fn call(&self, items: Vec<Item>) {
-        self.stats.calls.fetch_add(1, Ordering::Relaxed);
-        self.stats.requests.fetch_add(items.len() as u64, Ordering::Relaxed);
-        let (requests, waiters): (Vec<_>, Vec<_>) = items.into_iter().map(|i| (i.request, i.reply)).unzip();
+        self.count(&items);
+        let (requests, waiters) = split(items);
         let sent = self.client.clone().append_entries_batch(pb::AppendEntriesBatchRequest { requests }).await;
-        let url = &self.url;
-        match sent {
-            Ok(reply) => {
-                let replies = reply.into_inner().replies;
-                if replies.len() != waiters.len() {
-                    let why =
-                        PeerError::BatchMismatch { url: url.clone(), replies: replies.len(), requests: waiters.len() };
-                    waiters.into_iter().for_each(|w| drop(w.send(Err(why.clone()))));
-                    return;
-                }
-                for (waiter, reply) in waiters.into_iter().zip(replies) {
-                    let _ = waiter.send(Ok(reply));
-                }
+        let replies =
+            sent.map(|r| r.into_inner()).map_err(|status| PeerError::Status { url: self.url.clone(), status });
+        self.answer(waiters, replies);
+    }
+
+    /// Sends `items` as one batch on the peer's stream (opened first when
+    /// it is closed) and answers each waiter with its reply. A stream that
+    /// fails or stalls is closed; the next batch opens another.
+    async fn exchange(&self, link: &mut Link, items: Vec<Item>) {
+        self.count(&items);
+        let (requests, waiters) = split(items);
+        let batch = pb::AppendEntriesBatchRequest { requests };
+        let replies = match self.on_stream(link, batch).await {
+            Ok(replies) => Ok(replies),
+            Err(Some(batch)) => {
+                // The peer has no stream: this batch, and the next ones, as calls.
+                *link = Link::Unary;
+                let sent = self.client.clone().append_entries_batch(batch).await;
+                sent.map(|r| r.into_inner()).map_err(|status| PeerError::Status { url: self.url.clone(), status })
             }
-            Err(status) => {
-                let why = PeerError::Status { url: url.clone(), status };
-                waiters.into_iter().for_each(|w| drop(w.send(Err(why.clone()))));
+            Err(None) => Err(self.lost(link)),
+        };
+        self.answer(waiters, replies);
+    }
+
+    /// One batch's round trip on the stream. `Err(Some(batch))` gives the
+    /// batch back when the peer does not serve the stream; `Err(None)` is a
+    /// stream that failed (`lost` says why).
+    async fn on_stream(
+        &self,
+        link: &mut Link,
+        batch: pb::AppendEntriesBatchRequest,
+    ) -> Result<pb::AppendEntriesBatchReply, Option<pb::AppendEntriesBatchRequest>> {
+        if matches!(link, Link::Closed) {
+            let (batches, queued) = mpsc::channel(1);
+            let outbound = futures_util::stream::unfold(queued, |mut queued| async move {
+                queued.recv().await.map(|batch| (batch, queued))
+            });
+            // The batch waits in the channel until the stream carries it.
+            if batches.try_send(batch.clone()).is_err() {
+                return Err(None);
             }
+            let opened = tokio::time::timeout(STREAM_STALL, self.client.clone().append_entries_stream(outbound)).await;
+            match opened {
+                Ok(Ok(replies)) => *link = Link::Open { batches, replies: replies.into_inner() },
+                Ok(Err(status)) if status.code() == tonic::Code::Unimplemented => return Err(Some(batch)),
+                Ok(Err(status)) => {
+                    tracing::debug!(peer = %self.url, %status, "opening the Raft batch stream failed");
+                    return Err(None);
+                }
+                Err(_) => return Err(None),
+            }
+        } else if let Link::Open { batches, .. } = link
+            && batches.send(batch).await.is_err()
+        {
+            return Err(None);
+        }
+        let Link::Open { replies, .. } = link else { return Err(None) };
+        match tokio::time::timeout(STREAM_STALL, replies.message()).await {
+            Ok(Ok(Some(reply))) => Ok(reply),
+            Ok(Ok(None) | Err(_)) | Err(_) => Err(None),
         }
     }
+
+    /// Closes a failed stream: the error its batch's waiters get.
+    fn lost(&self, link: &mut Link) -> PeerError {
+        *link = Link::Closed;
+        PeerError::StreamLost { url: self.url.clone() }
+    }
+
+    fn count(&self, items: &[Item]) {
+        self.stats.calls.fetch_add(1, Ordering::Relaxed);
+        self.stats.requests.fetch_add(items.len() as u64, Ordering::Relaxed);
+    }
+
+    /// Answers each waiter with its reply, or all of them with the error.
+    fn answer(&self, waiters: Vec<oneshot::Sender<Reply>>, replies: Result<pb::AppendEntriesBatchReply, PeerError>) {
+        let replies = match replies {
+            Ok(reply) if reply.replies.len() == waiters.len() => reply.replies,
+            Ok(reply) => {
+                let (replies, requests) = (reply.replies.len(), waiters.len());
+                let why = PeerError::BatchMismatch { url: self.url.clone(), replies, requests };
+                waiters.into_iter().for_each(|w| drop(w.send(Err(why.clone()))));
+                return;
+            }
+            Err(why) => {
+                waiters.into_iter().for_each(|w| drop(w.send(Err(why.clone()))));
+                return;
+            }
+        };
+        for (waiter, reply) in waiters.into_iter().zip(replies) {
+            let _ = waiter.send(Ok(reply));
+        }
+    }
+}
+
+fn split(items: Vec<Item>) -> (Vec<pb::AppendEntriesRequest>, Vec<oneshot::Sender<Reply>>) {
+    items.into_iter().map(|i| (i.request, i.reply)).unzip()
 }

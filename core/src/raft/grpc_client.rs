@@ -271,6 +271,7 @@ impl Peers {
                 PeerError::Status { .. }
                 | PeerError::Timeout { .. }
                 | PeerError::BatcherStopped
+                | PeerError::StreamLost { .. }
                 | PeerError::BatchDropped,
             ) => true,
             // A refusal is an answer (logged once by `refusals`); the rest are ours.

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use openraft::async_runtime::WatchReceiver;
 use openraft::error::RaftError;
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response, Status, Streaming};
 use ursula_proto::raft::v1 as pb;
 use ursula_proto::raft::v1::raft_service_server::{RaftService, RaftServiceServer};
 
@@ -24,6 +24,10 @@ use super::types::{GroupRaft, LogId, NodeId, Snapshot, SnapshotMeta, Vote};
 
 use pb::refusal::Kind;
 
+/// The answers of one peer's batch stream, in the order of its batches.
+type BatchReplies =
+    std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<pb::AppendEntriesBatchReply, Status>> + Send>>;
+
 /// How long a forwarded command waits for its commit (both kinds are
 /// idempotent: a renewal, a purge).
 const FORWARD_COMMIT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -35,7 +39,19 @@ struct Receiving {
     data: Vec<u8>,
 }
 
-pub struct RaftServer {
+/// The `RaftService` of this voter: a shared handle, so a batch stream's
+/// answers (served after the call returned) reach the same state.
+#[derive(Clone)]
+pub struct RaftServer(Arc<ServerState>);
+
+impl std::ops::Deref for RaftServer {
+    type Target = ServerState;
+    fn deref(&self) -> &ServerState {
+        &self.0
+    }
+}
+
+pub struct ServerState {
     cluster_id: String,
     node_id: NodeId,
     /// The node ids of `raft.peers`: refusals of those are listed.
@@ -70,7 +86,16 @@ impl RaftServer {
         limits: VoterLimits,
     ) -> RaftServer {
         let (groups, receiving) = (Arc::new(OnceLock::new()), Mutex::default());
-        RaftServer { cluster_id, node_id, configured, refusals, groups, receiving, limits, objects }
+        RaftServer(Arc::new(ServerState {
+            cluster_id,
+            node_id,
+            configured,
+            refusals,
+            groups,
+            receiving,
+            limits,
+            objects,
+        }))
     }
 
     /// Whether the group a request names waits at its recovery gate here.
@@ -142,6 +167,16 @@ impl RaftServer {
             .get()
             .and_then(|g| g.get(p.group as usize))
             .ok_or_else(|| self.refusal(Kind::UnknownGroup, format!("group {} is not running here", p.group)))
+    }
+
+    /// The groups of a batch append concurrently; their WAL writes share a commit.
+    async fn append_batch(
+        &self,
+        batch: pb::AppendEntriesBatchRequest,
+        from: Option<SocketAddr>,
+    ) -> pb::AppendEntriesBatchReply {
+        let appends = batch.requests.into_iter().map(|r| self.append_one(r, from));
+        pb::AppendEntriesBatchReply { replies: futures_util::future::join_all(appends).await }
     }
 
     pub fn service(self) -> RaftServiceServer<RaftServer> {
@@ -320,10 +355,27 @@ impl RaftService for RaftServer {
         request: Request<pb::AppendEntriesBatchRequest>,
     ) -> Result<Response<pb::AppendEntriesBatchReply>, Status> {
         let from = request.remote_addr();
-        // The groups append concurrently; their WAL writes share a commit.
-        let requests = request.into_inner().requests;
-        let replies = futures_util::future::join_all(requests.into_iter().map(|r| self.append_one(r, from))).await;
-        Ok(Response::new(pb::AppendEntriesBatchReply { replies }))
+        Ok(Response::new(self.append_batch(request.into_inner(), from).await))
+    }
+
+    type AppendEntriesStreamStream = BatchReplies;
+
+    async fn append_entries_stream(
+        &self,
+        request: Request<Streaming<pb::AppendEntriesBatchRequest>>,
+    ) -> Result<Response<BatchReplies>, Status> {
+        let from = request.remote_addr();
+        // Each batch is read once the last one is answered: the peer sends
+        // the next one only then, and a group's requests stay in order.
+        let replies = futures_util::stream::unfold(
+            (self.clone(), request.into_inner()),
+            move |(server, mut batches)| async move {
+                let batch = batches.message().await.ok().flatten()?;
+                let reply = server.append_batch(batch, from).await;
+                Some((Ok(reply), (server, batches)))
+            },
+        );
+        Ok(Response::new(Box::pin(replies)))
     }
 
     async fn vote(&self, request: Request<pb::VoteRequest>) -> Result<Response<pb::VoteReply>, Status> {

@@ -30,6 +30,8 @@ mod apply_fault;
 #[cfg(test)]
 mod apply_stop_tests;
 mod batcher;
+#[cfg(test)]
+mod batcher_tests;
 mod boot;
 mod bootstrap;
 mod codec;

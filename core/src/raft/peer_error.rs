@@ -35,6 +35,8 @@ pub enum PeerError {
     BatcherStopped,
     #[error("the batch was dropped before its reply")]
     BatchDropped,
+    #[error("{url}: the batch stream failed or stalled; reopening")]
+    StreamLost { url: String },
     /// The request could not be encoded for the wire.
     #[error(transparent)]
     Encode(#[from] CodecError),
