@@ -211,6 +211,12 @@ stop_all() {
   # shellcheck disable=SC2046
   kill $(cat "$out/cluster-$1/pids" 2>/dev/null) 2>/dev/null || true
   wait 2>/dev/null || true
+  # The voters are not this shell's children (`wait` skips them): a voter
+  # still writing a snapshot would refill the directory being deleted.
+  local p i
+  for p in $(cat "$out/cluster-$1/pids" 2>/dev/null); do
+    for i in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+  done
   pids=()
   [ -n "${BENCH_KEEP_CLUSTERS:-}" ] || rm -rf "$out/cluster-$1"
 }

@@ -180,15 +180,28 @@ pub fn encode_snapshot(
     snapshot_id: &str,
     store: &ursula_stream::StreamStore,
 ) -> Result<Bytes, CodecError> {
+    let mut body = Vec::new();
+    write_snapshot(&mut body, last_log_id, membership, snapshot_id, store)?;
+    Ok(Bytes::from(body))
+}
+
+/// The same encoding written to `out` as it is made (a snapshot file).
+pub fn write_snapshot(
+    out: &mut dyn std::io::Write,
+    last_log_id: Option<&LogId>,
+    membership: &StoredMembership,
+    snapshot_id: &str,
+    store: &ursula_stream::StreamStore,
+) -> Result<(), CodecError> {
     let head = SnapshotHead {
         last_log_id: last_log_id.map(LogIdRepr::from),
         membership_log_id: membership.log_id().as_ref().map(LogIdRepr::from),
         membership: membership.membership().into(),
         snapshot_id: snapshot_id.to_string(),
     };
-    postcard::to_extend(&(head, store), vec![SNAPSHOT_VERSION])
-        .map(Bytes::from)
-        .map_err(|e| CodecError { what: "snapshot", reason: e.to_string() })
+    let failed = |reason: String| CodecError { what: "snapshot", reason };
+    out.write_all(&[SNAPSHOT_VERSION]).map_err(|e| failed(e.to_string()))?;
+    postcard::to_io(&(head, store), out).map(drop).map_err(|e| failed(e.to_string()))
 }
 
 /// A snapshot's meta alone, for sending it to a peer.

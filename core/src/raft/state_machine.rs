@@ -168,20 +168,24 @@ impl GroupMachine {
             .await
             .map_err(|e| sm_err(ErrorVerb::Write, &e))?
             .map_err(|e| sm_err(ErrorVerb::Write, &e))?;
+        let object = match stored {
+            Stored::Object(r) => Some(r.key.as_str()),
+            Stored::Inline(_) => None,
+        };
+        self.kept(object, meta, size);
+        Ok(())
+    }
+
+    /// Makes the snapshot just written the group's current one.
+    fn kept(&self, object: Option<&str>, meta: &SnapshotMeta, size: u64) {
         *self.shared.current() = Some(meta.clone());
         self.shared.snapshot_bytes.store(size, Ordering::Relaxed);
         self.shared.snapshot_index.store(meta.last_log_id.map_or(0, |l| l.index), Ordering::Relaxed);
         if let Some(store) = self.objects.clone() {
-            store.adopt(
-                group,
-                match stored {
-                    Stored::Object(r) => Some(r.key.as_str()),
-                    Stored::Inline(_) => None,
-                },
-            );
+            let group = self.group;
+            store.adopt(group, object);
             tokio::spawn(async move { store.gc(group).await });
         }
-        Ok(())
     }
 
     pub fn shared(&self) -> Arc<GroupShared> {
@@ -207,6 +211,23 @@ impl RaftSnapshotBuilder<TypeConfig> for GroupMachine {
             (Self::meta(&self.shared.applied()), state.store.clone())
         };
         let (last, membership) = (meta.last_log_id, meta.last_membership.clone());
+        if self.objects.is_none() {
+            // Streamed into the group's file, never whole in memory. openraft
+            // takes only the meta of a built snapshot (its `sm::worker`); a
+            // send reads the file (`get_current_snapshot`).
+            let (dir, group) = (self.snapshot_dir.clone(), self.group);
+            let size = SeedableRuntime::spawn_blocking(move || {
+                snapshot_file::write_with(&dir, group, |out| {
+                    let id = codec::snapshot_id(last.as_ref());
+                    codec::write_snapshot(out, last.as_ref(), &membership, &id, &store).map_err(io::Error::other)
+                })
+            })
+            .await
+            .map_err(|e| sm_err(ErrorVerb::Write, &e))?
+            .map_err(|e| sm_err(ErrorVerb::Write, &e))?;
+            self.kept(None, &meta, size);
+            return Ok(Snapshot { meta, snapshot: Cursor::new(Vec::new()) });
+        }
         let body = SeedableRuntime::spawn_blocking(move || {
             codec::encode_snapshot(last.as_ref(), &membership, &codec::snapshot_id(last.as_ref()), &store)
         })
