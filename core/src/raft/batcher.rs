@@ -140,7 +140,7 @@ enum Link {
     Closed,
     Open {
         batches: mpsc::Sender<pb::AppendEntriesBatchRequest>,
-        replies: Streaming<pb::AppendEntriesBatchReply>,
+        replies: Box<Streaming<pb::AppendEntriesBatchReply>>,
     },
     /// The peer does not serve the stream (an older version during a
     /// rolling upgrade): batches go as calls.
@@ -205,7 +205,7 @@ impl Call {
             }
             let opened = tokio::time::timeout(STREAM_STALL, self.client.clone().append_entries_stream(outbound)).await;
             match opened {
-                Ok(Ok(replies)) => *link = Link::Open { batches, replies: replies.into_inner() },
+                Ok(Ok(replies)) => *link = Link::Open { batches, replies: Box::new(replies.into_inner()) },
                 Ok(Err(status)) if status.code() == tonic::Code::Unimplemented => return Err(Some(batch)),
                 Ok(Err(status)) => {
                     tracing::debug!(peer = %self.url, %status, "opening the Raft batch stream failed");
