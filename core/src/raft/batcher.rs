@@ -160,10 +160,13 @@ impl Call {
     async fn call(&self, items: Vec<Item>) {
         self.count(&items);
         let (requests, waiters) = split(items);
-        let sent = self.client.clone().append_entries_batch(pb::AppendEntriesBatchRequest { requests }).await;
-        let replies =
-            sent.map(|r| r.into_inner()).map_err(|status| PeerError::Status { url: self.url.clone(), status });
+        let replies = self.unary(pb::AppendEntriesBatchRequest { requests }).await;
         self.answer(waiters, replies);
+    }
+
+    async fn unary(&self, batch: pb::AppendEntriesBatchRequest) -> Result<pb::AppendEntriesBatchReply, PeerError> {
+        let sent = self.client.clone().append_entries_batch(batch).await;
+        sent.map(|r| r.into_inner()).map_err(|status| PeerError::Status { url: self.url.clone(), status })
     }
 
     /// Sends `items` as one batch on the peer's stream (opened first when
@@ -173,55 +176,36 @@ impl Call {
         self.count(&items);
         let (requests, waiters) = split(items);
         let batch = pb::AppendEntriesBatchRequest { requests };
-        let replies = match self.on_stream(link, batch).await {
-            Ok(replies) => Ok(replies),
-            Err(Some(batch)) => {
-                // The peer has no stream: this batch, and the next ones, as calls.
-                *link = Link::Unary;
-                let sent = self.client.clone().append_entries_batch(batch).await;
-                sent.map(|r| r.into_inner()).map_err(|status| PeerError::Status { url: self.url.clone(), status })
-            }
-            Err(None) => Err(self.lost(link)),
+        if matches!(link, Link::Closed) {
+            *link = self.open().await;
+        }
+        let replies = match link {
+            // The peer has no stream: this batch, and the next ones, as calls.
+            Link::Unary => self.unary(batch).await,
+            Link::Open { batches, replies } => match round_trip(batches, replies, batch).await {
+                Some(reply) => Ok(reply),
+                None => Err(self.lost(link)),
+            },
+            Link::Closed => Err(self.lost(link)),
         };
         self.answer(waiters, replies);
     }
 
-    /// One batch's round trip on the stream. `Err(Some(batch))` gives the
-    /// batch back when the peer does not serve the stream; `Err(None)` is a
-    /// stream that failed (`lost` says why).
-    async fn on_stream(
-        &self,
-        link: &mut Link,
-        batch: pb::AppendEntriesBatchRequest,
-    ) -> Result<pb::AppendEntriesBatchReply, Option<pb::AppendEntriesBatchRequest>> {
-        if matches!(link, Link::Closed) {
-            let (batches, queued) = mpsc::channel(1);
-            let outbound = futures_util::stream::unfold(queued, |mut queued| async move {
-                queued.recv().await.map(|batch| (batch, queued))
-            });
-            // The batch waits in the channel until the stream carries it.
-            if batches.try_send(batch.clone()).is_err() {
-                return Err(None);
+    /// Opens the peer's batch stream: `Unary` when the peer does not serve
+    /// it, `Closed` when it could not be opened now.
+    async fn open(&self) -> Link {
+        let (batches, queued) = mpsc::channel(1);
+        let outbound = futures_util::stream::unfold(queued, |mut queued| async move {
+            queued.recv().await.map(|batch| (batch, queued))
+        });
+        match tokio::time::timeout(STREAM_STALL, self.client.clone().append_entries_stream(outbound)).await {
+            Ok(Ok(replies)) => Link::Open { batches, replies: Box::new(replies.into_inner()) },
+            Ok(Err(status)) if status.code() == tonic::Code::Unimplemented => Link::Unary,
+            Ok(Err(status)) => {
+                tracing::debug!(peer = %self.url, %status, "opening the Raft batch stream failed");
+                Link::Closed
             }
-            let opened = tokio::time::timeout(STREAM_STALL, self.client.clone().append_entries_stream(outbound)).await;
-            match opened {
-                Ok(Ok(replies)) => *link = Link::Open { batches, replies: Box::new(replies.into_inner()) },
-                Ok(Err(status)) if status.code() == tonic::Code::Unimplemented => return Err(Some(batch)),
-                Ok(Err(status)) => {
-                    tracing::debug!(peer = %self.url, %status, "opening the Raft batch stream failed");
-                    return Err(None);
-                }
-                Err(_) => return Err(None),
-            }
-        } else if let Link::Open { batches, .. } = link
-            && batches.send(batch).await.is_err()
-        {
-            return Err(None);
-        }
-        let Link::Open { replies, .. } = link else { return Err(None) };
-        match tokio::time::timeout(STREAM_STALL, replies.message()).await {
-            Ok(Ok(Some(reply))) => Ok(reply),
-            Ok(Ok(None) | Err(_)) | Err(_) => Err(None),
+            Err(_) => Link::Closed,
         }
     }
 
@@ -255,6 +239,17 @@ impl Call {
             let _ = waiter.send(Ok(reply));
         }
     }
+}
+
+/// One batch sent on an open stream and its reply; `None` when the stream
+/// failed or the reply did not come within `STREAM_STALL`.
+async fn round_trip(
+    batches: &mpsc::Sender<pb::AppendEntriesBatchRequest>,
+    replies: &mut Streaming<pb::AppendEntriesBatchReply>,
+    batch: pb::AppendEntriesBatchRequest,
+) -> Option<pb::AppendEntriesBatchReply> {
+    batches.send(batch).await.ok()?;
+    tokio::time::timeout(STREAM_STALL, replies.message()).await.ok()?.ok()?
 }
 
 fn split(items: Vec<Item>) -> (Vec<pb::AppendEntriesRequest>, Vec<oneshot::Sender<Reply>>) {

@@ -82,6 +82,19 @@ fn sm_err(verb: ErrorVerb, e: &impl std::fmt::Display) -> io::Error {
     io::Error::other(format!("{doing} the group's state: {e}"))
 }
 
+/// Runs `work` on a blocking thread, off the Raft runtime whose threads
+/// every group of the node shares; its error as one of the group's state.
+async fn off_runtime<T, E>(
+    verb: ErrorVerb,
+    work: impl FnOnce() -> Result<T, E> + Send + 'static,
+) -> Result<T, io::Error>
+where
+    T: Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    SeedableRuntime::spawn_blocking(work).await.map_err(|e| sm_err(verb, &e))?.map_err(|e| sm_err(verb, &e))
+}
+
 impl GroupMachine {
     /// Loads the group's snapshot (its file, and with S3 snapshots the
     /// object it names); else an empty store whose history id is derived
@@ -164,10 +177,7 @@ impl GroupMachine {
     /// Writes the group's snapshot file, then drops what it replaced.
     async fn keep(&self, stored: &Stored, meta: &SnapshotMeta, size: u64) -> Result<(), io::Error> {
         let (dir, group, raw) = (self.snapshot_dir.clone(), self.group, stored.encode());
-        SeedableRuntime::spawn_blocking(move || snapshot_file::write(&dir, group, &raw))
-            .await
-            .map_err(|e| sm_err(ErrorVerb::Write, &e))?
-            .map_err(|e| sm_err(ErrorVerb::Write, &e))?;
+        off_runtime(ErrorVerb::Write, move || snapshot_file::write(&dir, group, &raw)).await?;
         let object = match stored {
             Stored::Object(r) => Some(r.key.as_str()),
             Stored::Inline(_) => None,
@@ -216,24 +226,20 @@ impl RaftSnapshotBuilder<TypeConfig> for GroupMachine {
             // takes only the meta of a built snapshot (its `sm::worker`); a
             // send reads the file (`get_current_snapshot`).
             let (dir, group) = (self.snapshot_dir.clone(), self.group);
-            let size = SeedableRuntime::spawn_blocking(move || {
+            let size = off_runtime(ErrorVerb::Write, move || {
                 snapshot_file::write_with(&dir, group, |out| {
                     let id = codec::snapshot_id(last.as_ref());
                     codec::write_snapshot(out, last.as_ref(), &membership, &id, &store).map_err(io::Error::other)
                 })
             })
-            .await
-            .map_err(|e| sm_err(ErrorVerb::Write, &e))?
-            .map_err(|e| sm_err(ErrorVerb::Write, &e))?;
+            .await?;
             self.kept(None, &meta, size);
             return Ok(Snapshot { meta, snapshot: Cursor::new(Vec::new()) });
         }
-        let body = SeedableRuntime::spawn_blocking(move || {
+        let body = off_runtime(ErrorVerb::Write, move || {
             codec::encode_snapshot(last.as_ref(), &membership, &codec::snapshot_id(last.as_ref()), &store)
         })
-        .await
-        .map_err(|e| sm_err(ErrorVerb::Write, &e))?
-        .map_err(|e| sm_err(ErrorVerb::Write, &e))?;
+        .await?;
         let size = body.len() as u64;
         let stored = self.store_body(meta.last_log_id.map_or(0, |l| l.index), body).await;
         self.keep(&stored, &meta, size).await?;
@@ -354,10 +360,7 @@ impl RaftStateMachine<TypeConfig> for GroupMachine {
         };
         // Decoded off the Raft runtime, as a build is encoded.
         let size = body.len() as u64;
-        let snap = SeedableRuntime::spawn_blocking(move || codec::decode_snapshot(&body))
-            .await
-            .map_err(|e| sm_err(ErrorVerb::Read, &e))?
-            .map_err(|e| sm_err(ErrorVerb::Read, &e))?;
+        let snap = off_runtime(ErrorVerb::Read, move || codec::decode_snapshot(&body)).await?;
         self.keep(&stored, meta, size).await?;
         let mut state = group_state::lock(&self.shared.state);
         let mut applied = self.shared.applied();
@@ -372,10 +375,7 @@ impl RaftStateMachine<TypeConfig> for GroupMachine {
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
         let Some(meta) = self.shared.current().clone() else { return Ok(None) };
         let (dir, group) = (self.snapshot_dir.clone(), self.group);
-        let raw = SeedableRuntime::spawn_blocking(move || snapshot_file::read(&dir, group))
-            .await
-            .map_err(|e| sm_err(ErrorVerb::Read, &e))?
-            .map_err(|e| sm_err(ErrorVerb::Read, &e))?;
+        let raw = off_runtime(ErrorVerb::Read, move || snapshot_file::read(&dir, group)).await?;
         let Some(raw) = raw else { return Ok(None) };
         // A send names the object: it stays until the send can have ended.
         if let (Some(store), Some(Ok(r))) = (&self.objects, ObjectRef::parse(&raw)) {
