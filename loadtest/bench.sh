@@ -18,7 +18,9 @@
 #           otel8 otel32 offcost8 offcost32 (issue 23; offcost* needs
 #           URSULA_BASE_BIN, a build of an earlier commit to compare with)
 # URSULA_BIN and LOADTEST_BIN override the binaries (e.g. copies of a build
-# that later builds must not replace mid-run).
+# that later builds must not replace mid-run). URSULA_GROUPS sets
+# raft.group_count on every Raft node a target starts (default: the spec's
+# core_count x 16).
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -93,10 +95,15 @@ start_ours() {
   last_url=$(wait_url "$out/$label.log" "ursula listening on")
 }
 
-# raft_config NAME FSYNC: a config file of a Raft node with its WAL under OUT.
+# raft_config NAME FSYNC: a config file of a Raft node with its WAL under OUT
+# (URSULA_GROUPS sets its raft.group_count, as scripts/cluster-up.sh does
+# for a cluster's voters).
 raft_config() {
   rm -rf "$out/wal-$1"
-  printf '[raft.wal]\npath = "%s"\nfsync = "%s"\n' "$out/wal-$1" "$2" >"$out/$1.toml"
+  {
+    [ -z "${URSULA_GROUPS:-}" ] || printf '[raft]\ngroup_count = %s\n' "$URSULA_GROUPS"
+    printf '[raft.wal]\npath = "%s"\nfsync = "%s"\n' "$out/wal-$1" "$2"
+  } >"$out/$1.toml"
   echo "$out/$1.toml"
 }
 

@@ -174,8 +174,16 @@ async fn serve<E: GroupEngine>(
     let address = listener.local_addr()?;
     let client_url = me.client_url.unwrap_or_else(|| format!("http://{address}"));
     let inflight = ursula_http::inflight::InflightBodies::new(config.admission.inflight_body_bytes);
+    // Append streams stop taking appends when the node stops (spec/35): a
+    // gateway's stream ends, and the connection can drain.
+    let (stop_streams, stopping) = tokio::sync::watch::channel(false);
+    let shutdown = async move {
+        shutdown.await;
+        let _ = stop_streams.send(true);
+    };
     let streams =
-        StreamPlane::new(backend.clone(), cluster_id.clone(), me.node_id, client_url, inflight.clone()).service();
+        StreamPlane::new(backend.clone(), cluster_id.clone(), me.node_id, client_url, inflight.clone(), stopping)
+            .service();
     let routes = match me.raft_routes {
         Some(raft) => raft.add_service(streams),
         None => Routes::new(streams),

@@ -37,9 +37,26 @@ pub struct StreamPlane<E> {
     client_url: String,
     /// The node's write body budget, shared with its client plane.
     inflight: Arc<InflightBodies>,
+    /// Turns true when the node stops: append streams stop taking appends.
+    stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 type Answer<T> = Result<T, pb::Failure>;
+
+/// A handle on the same plane, for the futures of a call that outlive it
+/// (the appends of an `AppendStream`).
+impl<E> Clone for StreamPlane<E> {
+    fn clone(&self) -> Self {
+        StreamPlane {
+            backend: self.backend.clone(),
+            cluster_id: self.cluster_id.clone(),
+            node_id: self.node_id,
+            client_url: self.client_url.clone(),
+            inflight: self.inflight.clone(),
+            stopping: self.stopping.clone(),
+        }
+    }
+}
 
 impl<E: GroupEngine> StreamPlane<E> {
     pub fn new(
@@ -48,8 +65,9 @@ impl<E: GroupEngine> StreamPlane<E> {
         node_id: u64,
         client_url: String,
         inflight: Arc<InflightBodies>,
+        stopping: tokio::sync::watch::Receiver<bool>,
     ) -> Self {
-        StreamPlane { backend, cluster_id, node_id, client_url, inflight }
+        StreamPlane { backend, cluster_id, node_id, client_url, inflight, stopping }
     }
 
     pub fn service(self) -> StreamServiceServer<Self> {
@@ -178,6 +196,78 @@ fn decode_query(bytes: &[u8]) -> Answer<ReadQuery> {
 }
 
 type WatchEvents = Pin<Box<dyn Stream<Item = Result<pb::WatchEvent, Status>> + Send>>;
+type NumberedReplies = Pin<Box<dyn Stream<Item = Result<pb::NumberedReplies, Status>> + Send>>;
+
+/// The answers of an `AppendStream`: every append it carries runs as
+/// `Append` would, concurrently, and is answered by its number once it
+/// commits; answers ready together go in one message. When the node
+/// stops (after its leaderships were handed off) it tells the caller
+/// (`closing`), which ends its side once its appends are answered: the
+/// connection can then drain. The stream ends when the caller's side has
+/// ended and every append is answered.
+fn numbered_replies<E: GroupEngine>(
+    plane: Arc<StreamPlane<E>>,
+    inbound: tonic::Streaming<pb::NumberedWrites>,
+) -> impl Stream<Item = Result<pb::NumberedReplies, Status>> + Send {
+    use futures_util::{FutureExt, StreamExt};
+    type Answering =
+        futures_util::stream::FuturesUnordered<futures_util::future::BoxFuture<'static, pb::NumberedReply>>;
+    /// The caller's side (until it ends), the appends being answered, the
+    /// node's stop and whether the caller was told of it.
+    type State = (Option<tonic::Streaming<pb::NumberedWrites>>, Answering, tokio::sync::watch::Receiver<bool>, bool);
+    let start: State = (Some(inbound), Answering::new(), plane.stopping.clone(), false);
+    futures_util::stream::unfold(start, move |(mut inbound, mut answering, mut stopping, mut told)| {
+        let plane = plane.clone();
+        async move {
+            loop {
+                tokio::select! {
+                    biased;
+                    Some(first) = answering.next(), if !answering.is_empty() => {
+                        let mut replies = vec![first];
+                        while let Some(Some(more)) = answering.next().now_or_never() {
+                            replies.push(more);
+                        }
+                        let message = pb::NumberedReplies { replies, closing: false };
+                        return Some((Ok(message), (inbound, answering, stopping, told)));
+                    }
+                    received = next_writes(&mut inbound), if inbound.is_some() => match received {
+                        Some(writes) => {
+                            for write in writes.writes {
+                                let plane = plane.clone();
+                                answering.push(Box::pin(async move {
+                                    let reply = plane.append_reply(write.request.unwrap_or_default()).await;
+                                    pb::NumberedReply { id: write.id, reply: Some(reply) }
+                                }));
+                            }
+                        }
+                        // The caller is done sending (or gone): answer what is out.
+                        None => inbound = None,
+                    },
+                    // The node stops: the caller ends its side and opens another stream.
+                    () = stopped(&mut stopping), if !told && inbound.is_some() => {
+                        told = true;
+                        let notice = pb::NumberedReplies { replies: Vec::new(), closing: true };
+                        return Some((Ok(notice), (inbound, answering, stopping, told)));
+                    }
+                    else => return None,
+                }
+            }
+        }
+    })
+}
+
+/// Resolves once the node stops (or its stop can no longer be seen).
+async fn stopped(stopping: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = stopping.wait_for(|stop| *stop).await;
+}
+
+/// The caller's next message; `None` once it ended or failed.
+async fn next_writes(inbound: &mut Option<tonic::Streaming<pb::NumberedWrites>>) -> Option<pb::NumberedWrites> {
+    match inbound {
+        Some(inbound) => inbound.message().await.ok().flatten(),
+        None => None,
+    }
+}
 
 #[tonic::async_trait]
 impl<E: GroupEngine> StreamService for StreamPlane<E> {
@@ -225,6 +315,15 @@ impl<E: GroupEngine> StreamService for StreamPlane<E> {
     ) -> Result<Response<pb::WriteBatchReply>, Status> {
         let appends = request.into_inner().requests.into_iter().map(|r| self.append_reply(r));
         Ok(Response::new(pb::WriteBatchReply { replies: futures_util::future::join_all(appends).await }))
+    }
+
+    type AppendStreamStream = NumberedReplies;
+
+    async fn append_stream(
+        &self,
+        request: Request<tonic::Streaming<pb::NumberedWrites>>,
+    ) -> Result<Response<NumberedReplies>, Status> {
+        Ok(Response::new(Box::pin(numbered_replies(Arc::new(self.clone()), request.into_inner()))))
     }
 
     async fn delete(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteReply>, Status> {

@@ -108,14 +108,35 @@ async fn leaderships_spread_over_the_voters_and_return_to_a_restarted_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_restart_under_load_hands_leaderships_off_and_loses_no_acknowledged_write() {
-    let layout = Layout::new(3, "leadership-rolling", 8, Planes::Shared);
+    rolling_restart_under_load("leadership-rolling", false).await;
+}
+
+/// The same through a gateway, whose small appends travel on one
+/// `AppendStream` per voter: a stopping voter tells the stream, the
+/// gateway ends it once its appends are answered and opens another, and
+/// its clients see no answer but successes and retried `503`s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_restart_under_load_through_a_gateway_answers_only_successes_and_retried_503s() {
+    rolling_restart_under_load("leadership-rolling-gw", true).await;
+}
+
+/// Stops each voter of a three-voter cluster with SIGTERM and starts it
+/// again, under producers writing to the voters (or `through_gateway`, to
+/// a gateway in front of them): every voter hands its leaderships off and
+/// exits in time, and every acknowledged write is held once.
+async fn rolling_restart_under_load(cluster_id: &str, through_gateway: bool) {
+    let layout = Layout::new(3, cluster_id, 8, Planes::Shared);
     let mut nodes = start_all(&layout).await;
+    let gateway = through_gateway.then(|| Node::spawn(&crate::support::cluster::gateway_args(&layout, &[]), None));
     let (http, urls) = (client(), layout.client_urls());
     let streams = streams_in_distinct_groups("rolling", 4, layout.group_count);
     for path in &streams {
         create(&http, &urls, path).await;
     }
-    let load = Load::start(&urls, &streams);
+    let load = match &gateway {
+        Some(gateway) => Load::start(&[gateway.base().to_string()], &streams),
+        None => Load::start(&urls, &streams),
+    };
     load.progress().await;
     // Voter `i` is stopped and restarted in place, so `nodes` is indexed.
     #[allow(clippy::needless_range_loop)]
@@ -128,7 +149,7 @@ async fn a_rolling_restart_under_load_hands_leaderships_off_and_loses_no_acknowl
         let took = asked.elapsed();
         assert!(status.success(), "voter {id} exited with {status} after SIGTERM:\n{stderr}");
         assert!(took < SHUTDOWN, "voter {id} took {took:?} to exit after SIGTERM:\n{stderr}");
-        eprintln!("rolling restart: voter {id} exited {} ms after SIGTERM", took.as_millis());
+        eprintln!("rolling restart ({cluster_id}): voter {id} exited {} ms after SIGTERM", took.as_millis());
         // Every leadership moved before it stopped (it says so otherwise).
         assert!(!stderr.contains("leaderships no peer took"), "voter {id} stopped still leading:\n{stderr}");
         // It handed its leaderships off before it went.

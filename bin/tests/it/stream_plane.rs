@@ -223,3 +223,99 @@ async fn a_stream_plane_write_shares_the_nodes_inflight_body_budget() {
     );
     send_append(&mut c, &cluster_id, &append_command(&key, "small")).await.expect("a small one fits");
 }
+
+/// `AppendStream`: each numbered append answered by its number, refusals
+/// included, answers of one message possibly in several, and the stream
+/// ends once the caller stops sending and everything is answered.
+#[tokio::test]
+async fn a_node_answers_each_numbered_append_of_its_append_stream() {
+    let node = Node::start();
+    let mut c = client(node.base()).await;
+    let cluster_id = c.describe(pb::DescribeRequest::default()).await.expect("describe").into_inner().cluster_id;
+    let keys: Vec<StreamKey> = (0..4).map(|i| StreamKey::parse("numbered", &format!("s{i}")).expect("key")).collect();
+    for key in &keys {
+        let req =
+            pb::WriteRequest { target: target(&cluster_id, key), encoded_command: wire::encode(&create_command(key)) };
+        outcome::<CreateOk>(c.create(req).await.expect("create").into_inner()).expect("created");
+    }
+    let missing = StreamKey::parse("numbered", "missing").expect("key");
+    let write = |id: u64, key: &StreamKey, body: &'static str| pb::NumberedWrite {
+        id,
+        request: Some(pb::WriteRequest {
+            target: target(&cluster_id, key),
+            encoded_command: wire::encode(&append_command(key, body)),
+        }),
+    };
+    let first =
+        pb::NumberedWrites { writes: vec![write(7, &keys[0], "a"), write(8, &keys[1], "bb"), write(9, &missing, "x")] };
+    let second = pb::NumberedWrites { writes: vec![write(10, &keys[2], "ccc"), write(11, &keys[3], "dddd")] };
+    let mut replies =
+        c.append_stream(futures_util::stream::iter([first, second])).await.expect("the stream opens").into_inner();
+    let mut answered = std::collections::BTreeMap::new();
+    while let Some(message) = replies.message().await.expect("a message") {
+        for numbered in message.replies {
+            let reply = numbered.reply.expect("a reply");
+            assert!(answered.insert(numbered.id, reply).is_none(), "{} answered twice", numbered.id);
+        }
+    }
+    assert_eq!(answered.keys().copied().collect::<Vec<_>>(), [7, 8, 9, 10, 11]);
+    for (id, bytes) in [(7, 1), (8, 2), (10, 3), (11, 4)] {
+        let ok: AppendOk = outcome(answered[&id].clone()).expect("appended");
+        assert_eq!(ok.info.tail.bytes(), bytes, "append {id}");
+    }
+    let refused = outcome::<AppendOk>(answered[&9].clone());
+    assert_eq!(refused, Err(Refused::Backend(BackendError::Rejected(Rejection::StreamNotFound))));
+    assert_eq!(node.read_all("/numbered/s3").await.text(), "dddd");
+}
+
+/// A stopping node says so on an open `AppendStream` (`closing`), answers
+/// what it is sent until the caller ends its side, and then exits: the
+/// stream does not hold the connection, and the node's stop, for the
+/// drain's whole wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_node_tells_its_append_streams_and_answers_until_they_end() {
+    // A durable node as a process of its own, to be stopped with SIGTERM.
+    let dir = tempfile::tempdir().expect("a WAL directory");
+    let config = dir.path().join("ursula.toml");
+    std::fs::write(&config, format!("[raft.wal]\npath = {:?}\n", dir.path().join("wal"))).expect("a config");
+    let args: Vec<String> =
+        ["server", "--listen", "127.0.0.1:0", "--config", &config.display().to_string()].map(String::from).into();
+    let node = Node::spawn(&args, Some(dir));
+    let mut c = client(node.base()).await;
+    let cluster_id = c.describe(pb::DescribeRequest::default()).await.expect("describe").into_inner().cluster_id;
+    let key = StreamKey::parse("closing", "s").expect("key");
+    let req =
+        pb::WriteRequest { target: target(&cluster_id, &key), encoded_command: wire::encode(&create_command(&key)) };
+    outcome::<CreateOk>(c.create(req).await.expect("create").into_inner()).expect("created");
+    let write = |id: u64, body: &'static str| pb::NumberedWrites {
+        writes: vec![pb::NumberedWrite {
+            id,
+            request: Some(pb::WriteRequest {
+                target: target(&cluster_id, &key),
+                encoded_command: wire::encode(&append_command(&key, body)),
+            }),
+        }],
+    };
+    let (sender, outbound) = tokio::sync::mpsc::unbounded_channel();
+    let outbound = futures_util::stream::unfold(outbound, |mut rx| async move { rx.recv().await.map(|m| (m, rx)) });
+    let mut replies = c.append_stream(outbound).await.expect("the stream opens").into_inner();
+    sender.send(write(1, "a")).expect("sent");
+    let first = replies.message().await.expect("a message").expect("an answer");
+    assert_eq!(first.replies.iter().map(|r| r.id).collect::<Vec<_>>(), [1]);
+
+    let stopped = tokio::task::spawn_blocking(move || node.terminate());
+    let told = tokio::time::timeout(Duration::from_secs(15), replies.message())
+        .await
+        .expect("the node told its stream it stops")
+        .expect("a message")
+        .expect("not ended");
+    assert!(told.closing, "{told:?}");
+    // Sent after the notice: still read and answered.
+    sender.send(write(2, "b")).expect("sent");
+    let second = replies.message().await.expect("a message").expect("an answer");
+    assert_eq!(second.replies.iter().map(|r| r.id).collect::<Vec<_>>(), [2]);
+    drop(sender);
+    assert!(replies.message().await.expect("a clean end").is_none(), "the stream ends with the caller's side");
+    let (status, stderr) = stopped.await.expect("terminate");
+    assert!(status.success(), "the node exited with {status}:\n{stderr}");
+}

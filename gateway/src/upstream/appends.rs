@@ -1,37 +1,55 @@
-//! Appends to one voter in batches: what clients append while the batch
-//! calls are out (up to `MAX_CALLS_IN_FLIGHT`) goes in the next one
-//! (`AppendBatch`), so 32 writers cost a few calls per round trip instead
-//! of 32, which is where the gateway's CPU per small append went (an HTTP/2
-//! stream, its frames and a task per call). An idle gateway pays no delay:
-//! a lone append goes at once. Each request
-//! keeps its own answer, refusal and routing, as if it went alone. A large
-//! append, and one in a sampled trace (whose context a batch call cannot
-//! carry for each of its requests), takes the plain `Append` call.
+//! Small appends to one voter, many per message: what clients append
+//! meanwhile travels together, so 32 writers cost a few messages per round
+//! trip instead of 32 calls, which is where the gateway's CPU per small
+//! append went (an HTTP/2 stream, its frames and a task per call). An idle
+//! gateway pays no delay: a lone append goes at once. Each request keeps
+//! its own answer, refusal and routing, as if it went alone.
+//!
+//! The appends go on one long-lived `AppendStream` per voter, numbered,
+//! and each is answered as soon as it commits: a batch call is answered
+//! when the slowest of its appends commits, and behind a three-voter
+//! cluster, whose groups commit at different times, that wait was most of
+//! what the gateway added to an append's latency. A voter that does not
+//! serve the stream (an older version during a rolling upgrade) gets
+//! `AppendBatch` calls (`batched`), and the stream is tried again later.
+//!
+//! A large append, and one in a sampled trace (whose context a shared
+//! stream cannot carry for each of its requests), takes the plain `Append`
+//! call (`backend`).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
 
 use tokio::sync::{mpsc, oneshot};
+use tonic::Streaming;
 use ursula_http::wire::pb;
 
 use super::Client;
 
-/// Requests in one call.
+/// Requests in one message or call.
 const MAX_BATCH: usize = 256;
-/// Calls out to one voter at once. With one, the gateway and the voter took
-/// turns, each idle while the other worked; four gave 1.2x the appends at 8
-/// writers (one node or three voters) and 1.0-1.1x at 32, in A/Bs in one run.
+/// Appends out to one voter on its stream at once; past it, new appends
+/// wait in the queue for answers.
+const MAX_PENDING: usize = 4096;
+/// Batch calls out to one voter at once (without the stream). With one,
+/// the gateway and the voter took turns, each idle while the other worked;
+/// four gave 1.2x the appends at 8 writers (one node or three voters) and
+/// 1.0-1.1x at 32, in A/Bs in one run.
 const MAX_CALLS_IN_FLIGHT: usize = 4;
-/// Bytes of requests in one call; an append this large goes alone, on the
-/// plain `Append` call.
+/// Bytes of requests in one message or call; an append this large goes
+/// alone, on the plain `Append` call.
 const MAX_BATCH_BYTES: usize = 1024 * 1024;
 pub const ALONE_FROM_BYTES: usize = 256 * 1024;
+/// How long a voter without the stream gets batch calls before the stream
+/// is tried again (it may have been upgraded meanwhile).
+const RETRY_STREAM_AFTER: Duration = Duration::from_secs(30);
 
 type Reply = Result<pb::WriteReply, tonic::Status>;
 
@@ -42,11 +60,24 @@ struct Item {
     stream: u64,
 }
 
-/// What the batchers sent: calls and the appends in them.
+impl Item {
+    fn fail(self, status: &tonic::Status) {
+        let _ = self.reply.send(Err(status.clone()));
+    }
+}
+
+/// What the batchers sent: messages or calls, and the appends in them.
 #[derive(Default)]
 pub struct BatchStats {
     pub calls: AtomicU64,
     pub appends: AtomicU64,
+}
+
+impl BatchStats {
+    fn sent(&self, appends: usize) {
+        self.calls.fetch_add(1, Relaxed);
+        self.appends.fetch_add(appends as u64, Relaxed);
+    }
 }
 
 /// The sending side of one upstream's batcher; its task ends with the last clone.
@@ -62,7 +93,7 @@ impl Appends {
         Appends { queue }
     }
 
-    /// Sends `request` in the next batch and waits for its own answer.
+    /// Sends `request` with the next appends and waits for its own answer.
     pub async fn send(&self, request: pb::WriteRequest) -> Reply {
         let (reply, answer) = oneshot::channel();
         let stopped = || tonic::Status::unavailable("the gateway's append batcher stopped");
@@ -72,23 +103,212 @@ impl Appends {
     }
 }
 
-async fn run(client: Client, mut rx: mpsc::UnboundedReceiver<Item>, stats: Arc<BatchStats>) {
+/// The queue of appends not yet sent: the channel, and what was taken
+/// from it but must wait (its stream has an append out, or it did not fit).
+struct Queue {
+    rx: mpsc::UnboundedReceiver<Item>,
+    held: HashMap<u64, VecDeque<Item>>,
+    carried: Option<Item>,
+}
+
+impl Queue {
+    /// The next append: a carried one first, else from the channel
+    /// (`None` once every sender is gone).
+    async fn next(&mut self) -> Option<Item> {
+        match self.carried.take() {
+            Some(item) => Some(item),
+            None => self.rx.recv().await,
+        }
+    }
+}
+
+async fn run(client: Client, rx: mpsc::UnboundedReceiver<Item>, stats: Arc<BatchStats>) {
+    let mut queue = Queue { rx, held: HashMap::new(), carried: None };
+    // Opened when there is something to send, again after a loss.
+    while let Some(first) = queue.next().await {
+        match open(&client).await {
+            Opened::Stream(link) => {
+                queue.carried = Some(first);
+                streamed(link, &mut queue, &stats).await;
+            }
+            Opened::Unsupported => {
+                queue.carried = Some(first);
+                batched(&client, &mut queue, &stats, Instant::now() + RETRY_STREAM_AFTER).await;
+            }
+            // Nothing was sent: the routing may take the append elsewhere.
+            Opened::Failed(status) => first.fail(&status),
+        }
+    }
+}
+
+enum Opened {
+    Stream(Box<Link>),
+    Unsupported,
+    Failed(tonic::Status),
+}
+
+struct Link {
+    outbound: mpsc::UnboundedSender<pb::NumberedWrites>,
+    replies: Streaming<pb::NumberedReplies>,
+}
+
+async fn open(client: &Client) -> Opened {
+    let (outbound, queued) = mpsc::unbounded_channel();
+    let messages =
+        futures_util::stream::unfold(
+            queued,
+            |mut queued| async move { queued.recv().await.map(|writes| (writes, queued)) },
+        );
+    match client.clone().append_stream(messages).await {
+        Ok(replies) => Opened::Stream(Box::new(Link { outbound, replies: replies.into_inner() })),
+        Err(status) if status.code() == tonic::Code::Unimplemented => Opened::Unsupported,
+        Err(status) => Opened::Failed(status),
+    }
+}
+
+/// The appends out on a stream: whose answer each waits for, and the
+/// streams they write (one append per stream is out at a time, so a
+/// stream's appends apply in the order they came).
+#[derive(Default)]
+struct Pending {
+    waiters: HashMap<u64, (oneshot::Sender<Reply>, u64)>,
+    streams: HashSet<u64>,
+    next_id: u64,
+}
+
+/// Sends the queue's appends on `link` and answers them, until the voter
+/// says it stops and everything out is answered, until the stream ends
+/// (then every append out is failed), or until the queue's senders are
+/// gone and nothing is out. The caller opens another stream for what
+/// comes next.
+async fn streamed(mut link: Box<Link>, queue: &mut Queue, stats: &BatchStats) {
+    let mut pending = Pending::default();
+    let mut receiving = true;
+    loop {
+        tokio::select! {
+            item = queue.next(), if receiving && pending.waiters.len() < MAX_PENDING => match item {
+                Some(first) => {
+                    let writes = take_batch(first, queue, &mut pending);
+                    if !send(&link, writes, &mut pending, stats) {
+                        return lost(pending, queue);
+                    }
+                }
+                None if pending.waiters.is_empty() => return,
+                None => receiving = false,
+            },
+            message = link.replies.message() => {
+                let Ok(Some(message)) = message else { return lost(pending, queue) };
+                let mut next = Vec::new();
+                for numbered in message.replies {
+                    let Some((waiter, stream)) = pending.waiters.remove(&numbered.id) else { continue };
+                    pending.streams.remove(&stream);
+                    let reply = numbered.reply.ok_or_else(|| tonic::Status::internal("an append's answer was empty"));
+                    let _ = waiter.send(reply);
+                    // The stream's next append, held while this one was out.
+                    if let Some(held) = queue.held.get_mut(&stream) {
+                        if let Some(item) = held.pop_front() {
+                            pending.streams.insert(stream);
+                            next.push(item);
+                        }
+                        if held.is_empty() {
+                            queue.held.remove(&stream);
+                        }
+                    }
+                }
+                if !next.is_empty() && !send(&link, next, &mut pending, stats) {
+                    return lost(pending, queue);
+                }
+                // The voter stops: nothing new goes on this stream (a stream's
+                // held appends still follow their answers); once all is
+                // answered the caller opens another, on a new connection.
+                if message.closing {
+                    receiving = false;
+                }
+                if !receiving && pending.waiters.is_empty() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// `first` and what else queued, up to a batch: an append whose stream has
+/// one out is held for later; one that does not fit is carried to the next.
+fn take_batch(first: Item, queue: &mut Queue, pending: &mut Pending) -> Vec<Item> {
+    let mut items = Vec::new();
+    let mut bytes = 0usize;
+    let mut next = Some(first);
+    while let Some(item) = next.take() {
+        if pending.streams.contains(&item.stream) {
+            queue.held.entry(item.stream).or_default().push_back(item);
+        } else {
+            let len = item.request.encoded_command.len();
+            if !items.is_empty() && bytes.saturating_add(len) > MAX_BATCH_BYTES {
+                queue.carried = Some(item);
+                break;
+            }
+            bytes += len;
+            pending.streams.insert(item.stream);
+            items.push(item);
+        }
+        if items.len() >= MAX_BATCH || pending.waiters.len() + items.len() >= MAX_PENDING {
+            break;
+        }
+        next = queue.rx.try_recv().ok();
+    }
+    items
+}
+
+/// Numbers `items`, records their waiters and sends them as one message;
+/// `false` when the stream is gone (they are failed with the others out).
+fn send(link: &Link, items: Vec<Item>, pending: &mut Pending, stats: &BatchStats) -> bool {
+    if items.is_empty() {
+        return true;
+    }
+    stats.sent(items.len());
+    let mut writes = Vec::with_capacity(items.len());
+    for item in items {
+        let id = pending.next_id;
+        pending.next_id += 1;
+        pending.waiters.insert(id, (item.reply, item.stream));
+        writes.push(pb::NumberedWrite { id, request: Some(item.request) });
+    }
+    link.outbound.send(pb::NumberedWrites { writes }).is_ok()
+}
+
+/// The stream ended: its appends out may or may not have applied (not to
+/// be sent again), those held behind them never left (the routing may
+/// send them anywhere).
+fn lost(pending: Pending, queue: &mut Queue) {
+    let broken = tonic::Status::aborted("the upstream's append stream ended");
+    for (waiter, _) in pending.waiters.into_values() {
+        let _ = waiter.send(Err(broken.clone()));
+    }
+    let unsent = tonic::Status::unavailable("the upstream's append stream ended before this append was sent");
+    for item in queue.held.drain().flat_map(|(_, held)| held) {
+        item.fail(&unsent);
+    }
+}
+
+/// Appends as `AppendBatch` calls, up to `MAX_CALLS_IN_FLIGHT` at once,
+/// until `until` (then the caller tries the stream again) or until the
+/// queue's senders are gone.
+async fn batched(client: &Client, queue: &mut Queue, stats: &BatchStats, until: Instant) {
     let mut calls = InFlight::default();
-    let mut carried: Option<Item> = None;
     loop {
         // What queues while the calls are out makes the next one fuller.
         while calls.len() >= MAX_CALLS_IN_FLIGHT {
             calls.finish_one().await;
         }
-        let first = match carried.take() {
-            Some(item) => item,
-            None => tokio::select! {
-                item = rx.recv() => match item {
-                    Some(item) => item,
-                    None => break,
-                },
-                () = calls.finish_one(), if calls.len() > 0 => continue,
+        if Instant::now() >= until {
+            break;
+        }
+        let first = tokio::select! {
+            item = queue.next() => match item {
+                Some(item) => item,
+                None => break,
             },
+            () = calls.finish_one(), if calls.len() > 0 => continue,
         };
         // A stream's appends reach the voter in the order they came: one
         // whose stream is in a call out waits for that call.
@@ -98,17 +318,16 @@ async fn run(client: Client, mut rx: mpsc::UnboundedReceiver<Item>, stats: Arc<B
         let mut bytes = first.request.encoded_command.len();
         let mut items = vec![first];
         while items.len() < MAX_BATCH {
-            let Ok(item) = rx.try_recv() else { break };
+            let Ok(item) = queue.rx.try_recv() else { break };
             let len = item.request.encoded_command.len();
             if bytes.saturating_add(len) > MAX_BATCH_BYTES || calls.holds(item.stream) {
-                carried = Some(item);
+                queue.carried = Some(item);
                 break;
             }
             bytes += len;
             items.push(item);
         }
-        stats.calls.fetch_add(1, Relaxed);
-        stats.appends.fetch_add(items.len() as u64, Relaxed);
+        stats.sent(items.len());
         calls.start(client.clone(), items);
     }
     while calls.len() > 0 {

@@ -15,6 +15,8 @@
 //! - `watches`: one shared upstream watch per live stream.
 
 pub mod appends;
+#[cfg(test)]
+mod appends_tests;
 pub mod backend;
 pub mod discovery;
 pub mod health;
