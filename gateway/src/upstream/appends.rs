@@ -47,6 +47,12 @@ const MAX_CALLS_IN_FLIGHT: usize = 4;
 /// alone, on the plain `Append` call.
 const MAX_BATCH_BYTES: usize = 1024 * 1024;
 pub const ALONE_FROM_BYTES: usize = 256 * 1024;
+/// How long appends may be out on a stream with no answer at all before
+/// the stream is given up (a voter that hangs, or a path that drops
+/// packets without a reset): its appends then fail as a broken call's do,
+/// instead of holding their clients forever. Commits take milliseconds and
+/// an election a few seconds.
+pub const STREAM_STALL: Duration = Duration::from_secs(15);
 /// How long a voter without the stream gets batch calls before the stream
 /// is tried again (it may have been upgraded meanwhile).
 const RETRY_STREAM_AFTER: Duration = Duration::from_secs(30);
@@ -87,9 +93,10 @@ pub struct Appends {
 }
 
 impl Appends {
-    pub fn start(client: Client, stats: Arc<BatchStats>) -> Appends {
+    /// A batcher for `client`'s voter; `stall` is `STREAM_STALL` but in tests.
+    pub fn start(client: Client, stats: Arc<BatchStats>, stall: Duration) -> Appends {
         let (queue, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(client, rx, stats));
+        tokio::spawn(run(client, rx, stats, stall));
         Appends { queue }
     }
 
@@ -122,14 +129,14 @@ impl Queue {
     }
 }
 
-async fn run(client: Client, rx: mpsc::UnboundedReceiver<Item>, stats: Arc<BatchStats>) {
+async fn run(client: Client, rx: mpsc::UnboundedReceiver<Item>, stats: Arc<BatchStats>, stall: Duration) {
     let mut queue = Queue { rx, held: HashMap::new(), carried: None };
     // Opened when there is something to send, again after a loss.
     while let Some(first) = queue.next().await {
         match open(&client).await {
             Opened::Stream(link) => {
                 queue.carried = Some(first);
-                streamed(link, &mut queue, &stats).await;
+                streamed(link, &mut queue, &stats, stall).await;
             }
             Opened::Unsupported => {
                 queue.carried = Some(first);
@@ -181,11 +188,20 @@ struct Pending {
 /// (then every append out is failed), or until the queue's senders are
 /// gone and nothing is out. The caller opens another stream for what
 /// comes next.
-async fn streamed(mut link: Box<Link>, queue: &mut Queue, stats: &BatchStats) {
+async fn streamed(mut link: Box<Link>, queue: &mut Queue, stats: &BatchStats, stall: Duration) {
     let mut pending = Pending::default();
     let mut receiving = true;
+    // Since the last answer, or since appends went out on an idle stream.
+    let mut heard = tokio::time::Instant::now();
     loop {
+        if pending.waiters.is_empty() {
+            heard = tokio::time::Instant::now();
+        }
         tokio::select! {
+            () = tokio::time::sleep_until(heard + stall), if !pending.waiters.is_empty() => {
+                tracing::warn!(waiting = pending.waiters.len(), ?stall, "an upstream answered no append in time: its stream is given up");
+                return lost(pending, queue);
+            }
             item = queue.next(), if receiving && pending.waiters.len() < MAX_PENDING => match item {
                 Some(first) => {
                     let writes = take_batch(first, queue, &mut pending);
@@ -198,6 +214,7 @@ async fn streamed(mut link: Box<Link>, queue: &mut Queue, stats: &BatchStats) {
             },
             message = link.replies.message() => {
                 let Ok(Some(message)) = message else { return lost(pending, queue) };
+                heard = tokio::time::Instant::now();
                 let mut next = Vec::new();
                 for numbered in message.replies {
                     let Some((waiter, stream)) = pending.waiters.remove(&numbered.id) else { continue };
@@ -259,21 +276,33 @@ fn take_batch(first: Item, queue: &mut Queue, pending: &mut Pending) -> Vec<Item
     items
 }
 
-/// Numbers `items`, records their waiters and sends them as one message;
-/// `false` when the stream is gone (they are failed with the others out).
+/// Numbers `items` and sends them as one message, recording their
+/// waiters; when the stream is gone they are failed as never sent (the
+/// routing may send them elsewhere) and `false` says so.
 fn send(link: &Link, items: Vec<Item>, pending: &mut Pending, stats: &BatchStats) -> bool {
     if items.is_empty() {
         return true;
     }
-    stats.sent(items.len());
-    let mut writes = Vec::with_capacity(items.len());
-    for item in items {
-        let id = pending.next_id;
-        pending.next_id += 1;
-        pending.waiters.insert(id, (item.reply, item.stream));
-        writes.push(pb::NumberedWrite { id, request: Some(item.request) });
+    let first_id = pending.next_id;
+    pending.next_id += items.len() as u64;
+    let (writes, waiters): (Vec<_>, Vec<_>) = items
+        .into_iter()
+        .zip(first_id..)
+        .map(|(item, id)| (pb::NumberedWrite { id, request: Some(item.request) }, (id, item.reply, item.stream)))
+        .unzip();
+    if link.outbound.send(pb::NumberedWrites { writes }).is_err() {
+        let unsent = tonic::Status::unavailable("the upstream's append stream ended before this append was sent");
+        for (_, waiter, stream) in waiters {
+            pending.streams.remove(&stream);
+            let _ = waiter.send(Err(unsent.clone()));
+        }
+        return false;
     }
-    link.outbound.send(pb::NumberedWrites { writes }).is_ok()
+    stats.sent(waiters.len());
+    for (id, waiter, stream) in waiters {
+        pending.waiters.insert(id, (waiter, stream));
+    }
+    true
 }
 
 /// The stream ended: its appends out may or may not have applied (not to

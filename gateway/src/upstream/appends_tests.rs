@@ -31,6 +31,9 @@ struct Seen {
     closings: AtomicUsize,
 }
 
+/// The batcher's stall limit here (`STREAM_STALL` in a gateway).
+const STALL: Duration = Duration::from_millis(300);
+
 #[derive(Clone, Copy, PartialEq)]
 enum First {
     /// The first stream is like the others.
@@ -39,6 +42,8 @@ enum First {
     Drop,
     /// It says the voter stops after its first answers.
     Close,
+    /// It reads on but never answers.
+    Stall,
 }
 
 struct FakeVoter {
@@ -72,6 +77,7 @@ impl FakeVoter {
         let seen = self.seen.clone();
         let first = self.seen.streams.fetch_add(1, Ordering::SeqCst) == 0;
         let (drop_first, close_first) = (first && self.first == First::Drop, first && self.first == First::Close);
+        let stall_first = first && self.first == First::Stall;
         let replies = futures_util::stream::unfold((writes, false), move |(mut writes, mut answered)| {
             let seen = seen.clone();
             async move {
@@ -90,6 +96,9 @@ impl FakeVoter {
                 }
                 if drop_first {
                     return None;
+                }
+                if stall_first {
+                    std::future::pending::<()>().await;
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 let mut replies = Vec::new();
@@ -188,7 +197,8 @@ async fn start(serves_stream: bool, first: First) -> (Appends, Arc<Seen>, Arc<Ba
     let channel = tonic::transport::Endpoint::from_shared(url).expect("a url").connect_lazy();
     let trace: ursula_http::telemetry::TraceInterceptor = ursula_http::telemetry::carry_trace_context;
     let stats = Arc::new(BatchStats::default());
-    (Appends::start(StreamServiceClient::with_interceptor(channel, trace), stats.clone()), seen, stats)
+    let client = StreamServiceClient::with_interceptor(channel, trace);
+    (Appends::start(client, stats.clone(), STALL), seen, stats)
 }
 
 fn append(stream: &str, body: &str) -> pb::WriteRequest {
@@ -257,4 +267,16 @@ async fn a_voter_that_stops_gets_its_stream_ended_and_the_next_appends_go_on_ano
     }
     assert_eq!(seen.closings.load(Ordering::SeqCst), 1);
     assert_eq!(seen.streams.load(Ordering::SeqCst), 2, "a second stream after the notice");
+}
+
+#[tokio::test]
+async fn a_stream_with_no_answer_in_time_is_given_up_and_the_next_append_opens_another() {
+    let (appends, seen, _) = start(true, First::Stall).await;
+    let stalled = tokio::time::timeout(Duration::from_secs(20), appends.send(append("s0", "stalled")))
+        .await
+        .expect("given up within the stall limit")
+        .expect_err("no answer came");
+    assert_eq!(stalled.code(), tonic::Code::Aborted, "{stalled}");
+    send_all(&appends, &appends_to(4, 1)).await;
+    assert_eq!(seen.streams.load(Ordering::SeqCst), 2);
 }

@@ -56,7 +56,13 @@ impl Upstreams {
                     clients: clients.clone(),
                     appends: clients
                         .iter()
-                        .map(|c| super::appends::Appends::start(c.clone(), stats.batches.clone()))
+                        .map(|c| {
+                            super::appends::Appends::start(
+                                c.clone(),
+                                stats.batches.clone(),
+                                super::appends::STREAM_STALL,
+                            )
+                        })
                         .collect(),
                     cluster_id: d.cluster_id.clone(),
                     group_count: d.group_count,
