@@ -1,5 +1,5 @@
-//! A gateway batches the small appends its clients send meanwhile into one
-//! `AppendBatch` call per voter: each append still gets its own answer
+//! A gateway sends the small appends its clients send meanwhile together,
+//! on one `AppendStream` per voter: each append still gets its own answer
 //! (success, refusal, producer outcome) and lands once, on its own stream.
 
 use std::collections::BTreeSet;
@@ -61,6 +61,10 @@ async fn concurrent_appends_through_a_gateway_are_batched_and_each_keeps_its_own
         }
         assert!(Instant::now() < deadline, "no batch carried two appends ({calls} calls, {batched} appends)");
     }
+    // They went on the voters' append streams (not the older voters' batch
+    // calls), none of which failed.
+    assert!(metric(&gw, "append_streams_opened").await >= 1, "no append stream opened");
+    assert_eq!(metric(&gw, "append_streams_lost").await, 0, "an append stream failed");
     // Each stream holds exactly its accepted appends, once each.
     for s in 0..STREAMS {
         let read = gw.read_all(&format!("/batches/s{s}")).await;

@@ -72,11 +72,16 @@ impl Item {
     }
 }
 
-/// What the batchers sent: messages or calls, and the appends in them.
+/// What the batchers sent: messages or calls, and the appends in them;
+/// and how their streams went (opened; ended by a voter that stops; given
+/// up, failed or stalled, with appends out).
 #[derive(Default)]
 pub struct BatchStats {
     pub calls: AtomicU64,
     pub appends: AtomicU64,
+    pub streams_opened: AtomicU64,
+    pub streams_closed: AtomicU64,
+    pub streams_lost: AtomicU64,
 }
 
 impl BatchStats {
@@ -135,6 +140,7 @@ async fn run(client: Client, rx: mpsc::UnboundedReceiver<Item>, stats: Arc<Batch
     while let Some(first) = queue.next().await {
         match open(&client).await {
             Opened::Stream(link) => {
+                stats.streams_opened.fetch_add(1, Relaxed);
                 queue.carried = Some(first);
                 streamed(link, &mut queue, &stats, stall).await;
             }
@@ -194,26 +200,27 @@ async fn streamed(mut link: Box<Link>, queue: &mut Queue, stats: &BatchStats, st
     // Since the last answer, or since appends went out on an idle stream.
     let mut heard = tokio::time::Instant::now();
     loop {
-        if pending.waiters.is_empty() {
-            heard = tokio::time::Instant::now();
-        }
         tokio::select! {
             () = tokio::time::sleep_until(heard + stall), if !pending.waiters.is_empty() => {
                 tracing::warn!(waiting = pending.waiters.len(), ?stall, "an upstream answered no append in time: its stream is given up");
-                return lost(pending, queue);
+                return lost(pending, queue, stats);
             }
             item = queue.next(), if receiving && pending.waiters.len() < MAX_PENDING => match item {
                 Some(first) => {
+                    if pending.waiters.is_empty() {
+                        // The stall is counted from here, not from an idle spell.
+                        heard = tokio::time::Instant::now();
+                    }
                     let writes = take_batch(first, queue, &mut pending);
                     if !send(&link, writes, &mut pending, stats) {
-                        return lost(pending, queue);
+                        return lost(pending, queue, stats);
                     }
                 }
                 None if pending.waiters.is_empty() => return,
                 None => receiving = false,
             },
             message = link.replies.message() => {
-                let Ok(Some(message)) = message else { return lost(pending, queue) };
+                let Ok(Some(message)) = message else { return lost(pending, queue, stats) };
                 heard = tokio::time::Instant::now();
                 let mut next = Vec::new();
                 for numbered in message.replies {
@@ -233,12 +240,13 @@ async fn streamed(mut link: Box<Link>, queue: &mut Queue, stats: &BatchStats, st
                     }
                 }
                 if !next.is_empty() && !send(&link, next, &mut pending, stats) {
-                    return lost(pending, queue);
+                    return lost(pending, queue, stats);
                 }
                 // The voter stops: nothing new goes on this stream (a stream's
                 // held appends still follow their answers); once all is
                 // answered the caller opens another, on a new connection.
                 if message.closing {
+                    stats.streams_closed.fetch_add(1, Relaxed);
                     receiving = false;
                 }
                 if !receiving && pending.waiters.is_empty() {
@@ -308,7 +316,8 @@ fn send(link: &Link, items: Vec<Item>, pending: &mut Pending, stats: &BatchStats
 /// The stream ended: its appends out may or may not have applied (not to
 /// be sent again), those held behind them never left (the routing may
 /// send them anywhere).
-fn lost(pending: Pending, queue: &mut Queue) {
+fn lost(pending: Pending, queue: &mut Queue, stats: &BatchStats) {
+    stats.streams_lost.fetch_add(1, Relaxed);
     let broken = tonic::Status::aborted("the upstream's append stream ended");
     for (waiter, _) in pending.waiters.into_values() {
         let _ = waiter.send(Err(broken.clone()));

@@ -249,17 +249,18 @@ async fn a_voter_without_the_stream_gets_batch_calls() {
 
 #[tokio::test]
 async fn a_stream_that_ends_fails_what_was_out_and_the_next_append_opens_another() {
-    let (appends, seen, _) = start(true, First::Drop).await;
+    let (appends, seen, stats) = start(true, First::Drop).await;
     let lost = appends.send(append("s0", "lost")).await.expect_err("the stream ended unanswered");
     // It may have been applied: not to be sent again (`Broken`, not `Unreached`).
     assert_eq!(lost.code(), tonic::Code::Aborted, "{lost}");
     send_all(&appends, &appends_to(4, 1)).await;
     assert_eq!(seen.streams.load(Ordering::SeqCst), 2);
+    assert_eq!((stats.streams_opened.load(Ordering::SeqCst), stats.streams_lost.load(Ordering::SeqCst)), (2, 1));
 }
 
 #[tokio::test]
 async fn a_voter_that_stops_gets_its_stream_ended_and_the_next_appends_go_on_another() {
-    let (appends, seen, _) = start(true, First::Close).await;
+    let (appends, seen, stats) = start(true, First::Close).await;
     send_all(&appends, &appends_to(4, 1)).await;
     // The notice follows the first answers; every later append is answered too.
     for _ in 0..3 {
@@ -267,6 +268,7 @@ async fn a_voter_that_stops_gets_its_stream_ended_and_the_next_appends_go_on_ano
     }
     assert_eq!(seen.closings.load(Ordering::SeqCst), 1);
     assert_eq!(seen.streams.load(Ordering::SeqCst), 2, "a second stream after the notice");
+    assert_eq!((stats.streams_closed.load(Ordering::SeqCst), stats.streams_lost.load(Ordering::SeqCst)), (1, 0));
 }
 
 #[tokio::test]
@@ -279,4 +281,14 @@ async fn a_stream_with_no_answer_in_time_is_given_up_and_the_next_append_opens_a
     assert_eq!(stalled.code(), tonic::Code::Aborted, "{stalled}");
     send_all(&appends, &appends_to(4, 1)).await;
     assert_eq!(seen.streams.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_stream_idle_longer_than_the_stall_limit_still_carries_the_next_append() {
+    let (appends, seen, stats) = start(true, First::Answers).await;
+    send_all(&appends, &appends_to(2, 1)).await;
+    tokio::time::sleep(STALL * 2).await;
+    send_all(&appends, &appends_to(2, 1)).await;
+    assert_eq!(seen.streams.load(Ordering::SeqCst), 1);
+    assert_eq!(stats.streams_lost.load(Ordering::SeqCst), 0, "an idle stream was given up at its next append");
 }

@@ -251,6 +251,9 @@ impl Operations for GatewayBackend {
         m.count("routing_exhausted", s.exhausted.load(Relaxed));
         m.count("append_batch_calls", s.batches.calls.load(Relaxed));
         m.count("batched_appends", s.batches.appends.load(Relaxed));
+        m.count("append_streams_opened", s.batches.streams_opened.load(Relaxed));
+        m.count("append_streams_closed", s.batches.streams_closed.load(Relaxed));
+        m.count("append_streams_lost", s.batches.streams_lost.load(Relaxed));
         let w = &self.upstreams.watches;
         m.count("live_readers", w.live_readers.load(Relaxed));
         m.count("upstream_watches", w.upstream_watches.load(Relaxed));
