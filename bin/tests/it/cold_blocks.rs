@@ -1,7 +1,8 @@
 //! Cold reads by block (issue 24): a small read of a large cold span
 //! fetches only the blocks it needs, checked against the span's digest
 //! through the object's block table; a damaged block fails the reads that
-//! touch it and no other, never with wrong bytes.
+//! touch it and no other, never with wrong bytes. A catch-up finds the
+//! spans after each read fetched ahead.
 
 use crate::cluster::wait_ready;
 use crate::cold::{BIN, S, append_all, metric, wait_flushed};
@@ -96,4 +97,47 @@ async fn with_a_cache_a_read_fetches_the_blocks_after_it_ahead_of_the_next_read(
         assert!(next.body == body[from as usize..from as usize + 5000], "the bytes at {from}");
     }
     assert_eq!(metric(&node, "cold_bytes_fetched").await, fetched, "the later reads came from the read-ahead");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catch_up_finds_each_next_span_read_ahead() {
+    let s3 = S3Server::start().await;
+    let section = FLUSH
+        .replace("flush_size = \"1MiB\"", "flush_size = \"256KiB\"")
+        .replace("cache_size = \"0\"", "cache_size = \"64MiB\"");
+    let (node, body) = flushed_stream(&s3, "cold-catch-up", &section).await;
+    // Five spans of 256 KiB (appends of 8 KiB); the rest stays hot.
+    wait_flushed(&node, 5 * 256 * 1024).await;
+    let cold = metric(&node, "cold_bytes_flushed").await as usize;
+    assert_eq!(cold, 5 * 256 * 1024);
+    let settled = || async {
+        let deadline = std::time::Instant::now() + crate::cold::PATIENCE;
+        while metric(&node, "cold_read_ahead_in_flight").await > 0 {
+            assert!(std::time::Instant::now() < deadline, "a read-ahead never ended");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    // Reads of about a span each, from the start through the cold bytes.
+    let (mut at, mut reads, mut first) = (0usize, 0, None);
+    while at < cold {
+        let read = node.get(&format!("{S}?offset={}&max_bytes=300000", offset(at as u64))).send().await;
+        read.expect(200);
+        assert!(read.body == body[at..at + read.body.len()], "the bytes at {at}");
+        at += read.body.len();
+        reads += 1;
+        settled().await;
+        if first.is_none() {
+            first = Some((metric(&node, "cold_fetches").await, metric(&node, "cold_read_ahead_fetches").await));
+        }
+    }
+    let (fetches, ahead) = first.expect("a read");
+    assert!(reads >= 3, "{reads} reads");
+    let later_fetches = metric(&node, "cold_fetches").await - fetches;
+    let later_ahead = metric(&node, "cold_read_ahead_fetches").await - ahead;
+    assert!(later_ahead > 0, "the spans after each read were fetched ahead");
+    assert_eq!(later_fetches, later_ahead, "after the first read, every fetch was a read-ahead");
+    // The blocks the first read took of its last span are fetched again
+    // with the rest of it; nothing else twice.
+    let fetched = metric(&node, "cold_bytes_fetched").await as usize;
+    assert!(fetched <= cold + 300_000, "{fetched} bytes fetched for {cold} cold ones");
 }

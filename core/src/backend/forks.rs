@@ -68,6 +68,7 @@ impl<E: GroupEngine> NodeBackend<E> {
             chunks: std::mem::take(&mut view.updates),
             cold: Vec::new(),
             cold_cut: None,
+            cold_ahead: Vec::new(),
             up_to_date: false,
             closed_at_end: false,
             wants_renewal: false,

@@ -6,6 +6,7 @@
 //! - `store`: the `ColdStore` trait and its in-memory implementation.
 //! - `s3`: the S3 implementation on `aws-sdk-s3`.
 //! - `read`: materializing a read plan's cold slices (fetch, check, cut).
+//! - `ahead`: whole spans fetched ahead of a sequential reader.
 //! - `blocks`: per-block digests of spans, so reads fetch only what they need.
 //! - `pieces`: fetched bytes kept as the pieces they arrived in.
 //! - `flush`: the background worker that uploads and commits hot ranges.
@@ -13,6 +14,7 @@
 //! - `snapshots`: snapshot bodies as cold objects.
 //! - `parts`: snapshot upload in parts, its bounds, commit slots and sweep.
 
+mod ahead;
 pub mod blocks;
 pub mod flush;
 pub mod gc;
@@ -63,11 +65,14 @@ pub enum ColdBackend {
 pub struct Cold {
     pub store: Arc<dyn ColdStore>,
     pub config: ColdConfig,
-    cache: moka::sync::Cache<CacheKey, Bytes>,
+    /// Fetched spans and blocks, as pieces (see `read::JOIN_SPANS_BELOW`).
+    cache: moka::sync::Cache<CacheKey, Vec<Bytes>>,
     /// Objects' block tables (`None`: an object without one).
     tables: moka::sync::Cache<String, Option<Arc<blocks::Table>>>,
     /// The first block of each read-ahead in flight.
     reading_ahead: std::sync::Mutex<std::collections::HashSet<CacheKey>>,
+    /// Whole spans read ahead and on their way.
+    spans_ahead: std::sync::Mutex<ahead::InFlight>,
     /// Per group: hot bytes at the last flush tick plus what was appended since.
     hot: Vec<AtomicU64>,
     /// Per group: writes refused with `COLD_BACKPRESSURE`.
@@ -138,7 +143,14 @@ impl Cold {
     pub fn new(store: Arc<dyn ColdStore>, config: ColdConfig, groups: u32) -> Cold {
         let cache = moka::sync::Cache::builder()
             .max_capacity(config.cache_size)
-            .weigher(|k: &CacheKey, v: &Bytes| u32::try_from(k.object.len() + v.len()).unwrap_or(u32::MAX))
+            .weigher(|k: &CacheKey, v: &Vec<Bytes>| {
+                let len: usize = v.iter().map(Bytes::len).sum();
+                u32::try_from(k.object.len() + len).unwrap_or(u32::MAX)
+            })
+            // Least recently used goes first: a catch-up reads each span
+            // once, in order, and its read-ahead must not be refused
+            // admission for being new (the default TinyLFU would).
+            .eviction_policy(moka::policy::EvictionPolicy::lru())
             .build();
         let tables = moka::sync::Cache::new(4096);
         let hot = (0..groups).map(|_| AtomicU64::new(0)).collect();
@@ -149,6 +161,7 @@ impl Cold {
             cache,
             tables,
             reading_ahead: Default::default(),
+            spans_ahead: Default::default(),
             hot,
             backpressured,
             unreferenced: Default::default(),
@@ -265,7 +278,8 @@ impl Cold {
         m.insert("cold_ranged_fetches".into(), s.ranged_fetches.load(Relaxed).into());
         m.insert("cold_bytes_fetched".into(), s.bytes_fetched.load(Relaxed).into());
         m.insert("cold_read_ahead_fetches".into(), s.read_ahead_fetches.load(Relaxed).into());
-        m.insert("cold_read_ahead_in_flight".into(), (self.reading_ahead().len() as u64).into());
+        let in_flight = self.reading_ahead().len() + self.spans_ahead.lock().map_or(0, |s| s.len());
+        m.insert("cold_read_ahead_in_flight".into(), (in_flight as u64).into());
         m.insert("cold_fetch_failures".into(), s.fetch_failures.load(Relaxed).into());
         m.insert("cold_cache_hits".into(), s.cache_hits.load(Relaxed).into());
         m.insert("cold_backpressure_refusals".into(), s.backpressure_refusals.load(Relaxed).into());

@@ -30,6 +30,11 @@ pub struct ReadPlan {
     pub cut: Option<ColdCut>,
     pub hot_from: u64,
     pub end: u64,
+    /// The cold spans the reader takes next (the rest of the one the read
+    /// ended in, then those after it), as many bytes as the read took from
+    /// the tier: what a sequential catch-up reads next, for the shell to
+    /// fetch ahead.
+    pub ahead: Vec<ColdSpan>,
 }
 
 impl StreamData {
@@ -146,27 +151,56 @@ impl StreamData {
             .collect()
     }
 
+    /// The spans a reader of `slices` takes next (the rest of the last one
+    /// when the read ended inside it, then those after it), adding up to
+    /// at least as many bytes as `slices` take (or all of them).
+    fn spans_after(&self, slices: &[ColdSlice]) -> Vec<ColdSpan> {
+        let Some(last) = slices.last() else { return Vec::new() };
+        let want: u64 = slices.iter().map(|s| s.to - s.from).sum();
+        // A read that ended inside a span takes the rest of it next.
+        let first = match last.to < last.span.end() {
+            true => self.cold.partition_point(|s| s.start < last.span.start),
+            false => self.cold.partition_point(|s| s.start < last.span.end()),
+        };
+        let mut taken = 0;
+        self.cold[first..]
+            .iter()
+            .take_while(|s| {
+                let more = taken < want;
+                taken += s.len;
+                more
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// A plan of the cold slices `[from, to)` and the hot bytes `[hot_from, end)`.
+    fn plan(&self, from: u64, to: u64, cut: Option<ColdCut>, end: u64) -> ReadPlan {
+        let cold = self.cold_slices(from, to);
+        let ahead = self.spans_after(&cold);
+        ReadPlan { cold, cut, hot_from: to, end, ahead }
+    }
+
     /// Which bytes a read from `from` of at most `max` takes from each tier.
     pub fn read_plan(&self, from: u64, max: u64, boundary: Boundary) -> ReadPlan {
         let hot_start = self.hot_start();
         if from >= hot_start {
             let end = self.read_end(from, max, boundary);
-            return ReadPlan { cold: Vec::new(), cut: None, hot_from: from, end };
+            return ReadPlan { cold: Vec::new(), cut: None, hot_from: from, end, ahead: Vec::new() };
         }
         let limit = from.saturating_add(max);
         if limit < hot_start {
             if boundary == Boundary::Byte || self.is_cold_edge(limit) {
-                return ReadPlan { cold: self.cold_slices(from, limit), cut: None, hot_from: limit, end: limit };
+                return self.plan(from, limit, None, limit);
             }
             // Fetch to the end of the span the limit falls in; the shell cuts.
             let end = self.cold.iter().find(|s| s.start < limit && limit < s.end()).map_or(limit, ColdSpan::end);
-            let cut = Some(crate::cold::ColdCut { limit, boundary });
-            return ReadPlan { cold: self.cold_slices(from, end), cut, hot_from: end, end };
+            return self.plan(from, end, Some(ColdCut { limit, boundary }), end);
         }
         // Every cold byte from `from`, then what fits of the hot ones; the
         // hot start is an append's edge, so stopping there is allowed.
         let end = self.cut_end(hot_start, limit - hot_start, boundary, false);
-        ReadPlan { cold: self.cold_slices(from, hot_start), cut: None, hot_from: hot_start, end }
+        self.plan(from, hot_start, None, end)
     }
 
     /// Index of the chunk holding `pos` (or the last one starting before it).
@@ -345,6 +379,26 @@ mod tests {
         assert_eq!(d.is_message_boundary(2), None, "inside a cold span");
         assert_eq!(d.is_message_boundary(5), Some(true));
         assert_eq!(d.oldest_hot(1).len(), 1);
+    }
+
+    #[test]
+    fn a_cold_read_names_the_spans_a_sequential_reader_takes_next() {
+        let mut d = data(&["aaaa", "bbbb", "cccc", "dddd", "eeee", "ff"]);
+        for start in [0, 4, 8, 12, 16] {
+            assert!(d.freeze(span(start, 4), 0));
+        }
+        let ahead =
+            |from, max| d.read_plan(from, max, Boundary::Byte).ahead.iter().map(|s| s.start).collect::<Vec<_>>();
+        // As many bytes as the read took from the tier, at least one span.
+        assert_eq!(ahead(0, 8), vec![8, 12]);
+        assert_eq!(ahead(0, 2), vec![0], "a read ending inside a span: the rest of it first");
+        assert_eq!(ahead(2, 4), vec![4]);
+        assert_eq!(ahead(2, 10), vec![12, 16]);
+        assert_eq!(ahead(0, 4), vec![4]);
+        // Up to the last span, and nothing once the read reaches the hot bytes.
+        assert_eq!(ahead(8, 8), vec![16]);
+        assert_eq!(ahead(12, 100), Vec::<u64>::new());
+        assert_eq!(ahead(20, 2), Vec::<u64>::new());
     }
 
     #[test]

@@ -264,6 +264,10 @@ pub struct ReadView {
     /// them (and cuts at `cold_cut`) before anyone sees the view.
     pub cold: Vec<crate::cold::ColdSlice>,
     pub cold_cut: Option<crate::cold::ColdCut>,
+    /// The cold spans a sequential reader takes next (`ReadPlan::ahead`),
+    /// for the shell to fetch ahead; never sent on the wire.
+    #[serde(skip)]
+    pub cold_ahead: Vec<crate::cold::ColdSpan>,
     /// `next` is the tail.
     pub up_to_date: bool,
     /// The stream is closed and `next` is its final offset.

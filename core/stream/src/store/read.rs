@@ -44,7 +44,8 @@ fn view_of(stream: &StreamState, start: Offset, end: Offset, query: ReadQuery) -
     };
     let budget = query.max_bytes.saturating_sub(own_from.bytes() - start.bytes());
     let room = end.bytes().saturating_sub(own_from.bytes());
-    let nothing = ReadPlan { cold: Vec::new(), cut: None, hot_from: own_from.bytes(), end: own_from.bytes() };
+    let at = own_from.bytes();
+    let nothing = ReadPlan { cold: Vec::new(), cut: None, hot_from: at, end: at, ahead: Vec::new() };
     let plan = if room == 0 || (prefix.is_some() && budget == 0) {
         nothing
     } else if budget >= room {
@@ -64,6 +65,7 @@ fn view_of(stream: &StreamState, start: Offset, end: Offset, query: ReadQuery) -
         chunks: stream.data.slice(plan.hot_from, plan.end),
         cold: plan.cold,
         cold_cut: plan.cut,
+        cold_ahead: plan.ahead,
         up_to_date: next == tail,
         closed_at_end: stream.closed && next == tail,
         wants_renewal: false,
