@@ -10,6 +10,7 @@
 //! - `backend`: `NodeBackend`, the HTTP layer's `Backend` over an engine.
 //! - `stream_plane`: `StreamService`, the private gRPC data plane a gateway calls.
 //! - `mux`: the client listener's split between gRPC and the HTTP surface.
+//! - `raw_read`: `StreamService/Read` answered without copying its bytes.
 //! - `clock`: the one `now` of a node, behind a trait.
 //! - `cold`: the S3 cold tier: flush, reads, snapshot parts, GC.
 //! - `admin`: the admin plane (`server.admin_listen`).
@@ -31,4 +32,5 @@ pub mod node;
 pub mod process;
 pub mod purge;
 pub mod raft;
+mod raw_read;
 pub mod stream_plane;

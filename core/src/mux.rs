@@ -1,7 +1,8 @@
 //! A node's client listener carries two planes: requests whose content
 //! type is `application/grpc*` go to its gRPC services (`StreamService`,
 //! and `RaftService` when the cluster plane shares `server.listen`), the
-//! rest to the HTTP surface.
+//! rest to the HTTP surface. A gateway's `Read` is answered without
+//! copying the view's bytes (`raw_read`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -16,23 +17,24 @@ use tonic::service::Routes;
 use ursula_http::{Backend, Surface};
 
 /// The body of a gRPC answer.
-type GrpcBody = UnsyncBoxBody<Bytes, std::io::Error>;
+pub(crate) type GrpcBody = UnsyncBoxBody<Bytes, std::io::Error>;
 
 /// The service of the node's client listener.
 pub fn service<B: Backend>(
     surface: Surface<B>,
     routes: Routes,
+    reads: crate::raw_read::RawReads,
 ) -> impl Fn(Request<Incoming>) -> Pin<Box<dyn Future<Output = Response<PlaneBody>> + Send>> + Clone + Send + Sync + 'static
 {
     move |req: Request<Incoming>| {
         let surface = surface.clone();
-        let routes = routes.clone();
+        let (routes, reads) = (routes.clone(), reads.clone());
         // One box per plane, each holding its handler's future and no
         // wrapper state beside it: the box is allocated and the future moved
         // into it on every request, and async wrappers around a future keep
         // copies of their arguments next to it.
         let answer: Pin<Box<dyn Future<Output = Response<PlaneBody>> + Send>> = if is_grpc(&req) {
-            Box::pin(grpc(routes, req).map(|answer| answer.map(PlaneBody::Grpc)))
+            Box::pin(grpc(routes, reads, req).map(|answer| answer.map(PlaneBody::Grpc)))
         } else {
             Box::pin(surface.handle(req).map(|answer| answer.map(PlaneBody::Http)))
         };
@@ -40,7 +42,7 @@ pub fn service<B: Backend>(
     }
 }
 
-async fn grpc(mut routes: Routes, req: Request<Incoming>) -> Response<GrpcBody> {
+async fn grpc(mut routes: Routes, reads: crate::raw_read::RawReads, req: Request<Incoming>) -> Response<GrpcBody> {
     use tonic::codegen::Service;
     use tracing::Instrument;
     // A gateway's call is this node's boundary. Raft's calls make their
@@ -50,6 +52,10 @@ async fn grpc(mut routes: Routes, req: Request<Incoming>) -> Response<GrpcBody> 
         Some(name) if path.starts_with(STREAM_SERVICE) => ursula_http::telemetry::rpc_span(name, req.headers()),
         _ => tracing::Span::none(),
     };
+    if path == ursula_proto::read_wire::READ_PATH {
+        let answer = reads(req.into_body());
+        return if span.is_none() { answer.await } else { answer.instrument(span).await };
+    }
     // `Routes` is always ready; its error type is `Infallible`.
     let answered = if span.is_none() { routes.call(req).await } else { routes.call(req).instrument(span).await };
     match answered {

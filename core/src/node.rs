@@ -181,9 +181,10 @@ async fn serve<E: GroupEngine>(
         shutdown.await;
         let _ = stop_streams.send(true);
     };
-    let streams =
-        StreamPlane::new(backend.clone(), cluster_id.clone(), me.node_id, client_url, inflight.clone(), stopping)
-            .service();
+    let plane =
+        StreamPlane::new(backend.clone(), cluster_id.clone(), me.node_id, client_url, inflight.clone(), stopping);
+    let reads = crate::raw_read::hook(plane.clone());
+    let streams = plane.service();
     let routes = match me.raft_routes {
         Some(raft) => raft.add_service(streams),
         None => Routes::new(streams),
@@ -222,7 +223,7 @@ async fn serve<E: GroupEngine>(
     // Tests and scripts read the bound address from this line.
     println!("ursula listening on http://{address}");
     std::io::stdout().flush()?;
-    let mux = crate::mux::service(surface, routes);
+    let mux = crate::mux::service(surface, routes, reads);
     let served = ursula_http::serve(listener, workers, config.connections, mux, shutdown).await;
     sweeper.abort();
     if let Some(admin) = admin {

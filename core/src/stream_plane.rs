@@ -171,6 +171,14 @@ impl<E: GroupEngine> StreamPlane<E> {
         run(self.backend.clone(), key).await.map_err(|e| wire::failure(group, &e))
     }
 
+    /// A `Read`'s view, or the failure its caller gets instead; tonic's
+    /// `Read` and the mux's copy-free one (`raw_read`) both answer it.
+    pub(crate) async fn read_chunk(&self, req: pb::ReadRequest) -> Answer<pb::ReadChunk> {
+        let query = decode_query(&req.encoded_query)?;
+        let read = |b: Arc<NodeBackend<E>>, key| async move { b.read(ReadStream { key, query }).await };
+        self.read(req.target.as_ref(), req.leader, read).await.map(wire::read_chunk)
+    }
+
     fn leader_of(&self, group: u32) -> Option<pb::LeaderHint> {
         match self.backend.engine().leadership(GroupId(group)) {
             Leadership::Local { term } => {
@@ -371,15 +379,7 @@ impl<E: GroupEngine> StreamService for StreamPlane<E> {
 
     async fn read(&self, request: Request<pb::ReadRequest>) -> Result<Response<pb::ReadReply>, Status> {
         use pb::read_reply::Result as R;
-        let req = request.into_inner();
-        let answer = match decode_query(&req.encoded_query) {
-            Ok(query) => {
-                let read = |b: Arc<NodeBackend<E>>, key| async move { b.read(ReadStream { key, query }).await };
-                self.read(req.target.as_ref(), req.leader, read).await
-            }
-            Err(f) => Err(f),
-        };
-        let result = answer.map(wire::read_chunk).map_or_else(R::Failure, R::View);
+        let result = self.read_chunk(request.into_inner()).await.map_or_else(R::Failure, R::View);
         Ok(Response::new(pb::ReadReply { result: Some(result) }))
     }
 

@@ -4,12 +4,15 @@
 //! Module map:
 //! - `raft::v1`: `RaftService`, Raft between the voters of a cluster.
 //! - `stream::v1`: `StreamService`, the data plane a gateway calls.
+//! - `read_wire`: `Read` answers sent and read without copying their bytes.
 
 pub mod raft {
     pub mod v1 {
         tonic::include_proto!("ursula.raft.v1");
     }
 }
+
+pub mod read_wire;
 
 pub mod stream {
     pub mod v1 {

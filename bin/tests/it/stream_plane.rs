@@ -113,6 +113,19 @@ async fn a_node_serves_the_stream_plane_beside_http_over_the_same_state() {
     let Some(pb::read_reply::Result::View(chunk)) = read.result else { panic!("a view: {read:?}") };
     let view = wire::read_view(chunk).expect("a view");
     assert_eq!(view.chunks.concat(), b"hello world");
+    // The node writes a read's answer by hand (no copy of its chunks); a
+    // refusal too is the reply tonic's `Read` would send.
+    let missing = StreamKey::parse("plane", "nothing").expect("key");
+    let read = c
+        .read(pb::ReadRequest {
+            target: target(&cluster_id, &missing),
+            leader: false,
+            encoded_query: wire::encode(&whole(ReadFrom::Start)),
+        })
+        .await
+        .expect("read")
+        .into_inner();
+    assert!(matches!(read.result, Some(pb::read_reply::Result::Failure(_))), "{read:?}");
     let head = c.head(pb::HeadRequest { target: target(&cluster_id, &key), leader: false }).await.expect("head");
     let Some(pb::head_reply::Result::EncodedInfo(info)) = head.into_inner().result else { panic!("an info") };
     let info: StreamInfo = wire::decode("info", &info).expect("info");

@@ -15,6 +15,7 @@ use ursula_http::{
     ReadBootstrap, ReadSnapshot, ReadStream, Readiness, SnapshotParts, StagedPart, Streams, WaitOutcome, WaitStream,
     WriteRoute,
 };
+use ursula_proto::read_wire::ReadAnswer;
 use ursula_stream::{
     AdvanceRetention, AppendOk, AppendStream, BootstrapView, CreateOk, CreateStream, DeleteStream, PublishSnapshot,
     ReadView, SnapshotOk, SnapshotView, StreamInfo, StreamKey,
@@ -162,10 +163,17 @@ impl Streams for GatewayBackend {
             encoded_query: wire::encode(&req.query),
         };
         self.upstreams
-            .on_leader(&req.key, true, |mut c| {
-                let request = request.clone();
+            .read_on_leader(&req.key, |channel| {
+                let request = &request;
                 async move {
-                    match c.read(request).await?.into_inner().result {
+                    let reply = match super::reads::read(channel, request).await? {
+                        ReadAnswer::View { encoded_view, chunks } => {
+                            let chunks = chunks.into_iter().map(super::reads::joined).collect();
+                            return Ok(wire::read_view(pb::ReadChunk { encoded_view, chunks })?);
+                        }
+                        ReadAnswer::Reply(reply) => reply,
+                    };
+                    match reply.result {
                         Some(pb::read_reply::Result::View(chunk)) => Ok(wire::read_view(chunk)?),
                         Some(pb::read_reply::Result::Failure(f)) => Err(refused(f)),
                         None => Err(CallError::Broken(Broken::Empty)),

@@ -6,6 +6,7 @@
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Endpoint;
 use ursula_http::wire::pb;
 use ursula_proto::stream::v1::stream_service_client::StreamServiceClient;
@@ -18,21 +19,21 @@ impl Upstreams {
         anyhow::ensure!(!urls.is_empty(), "at least one --upstream is needed");
         let mut clients = Vec::with_capacity(urls.len());
         for url in urls {
-            let endpoint = Endpoint::from_shared(url.clone())
-                .map_err(|e| anyhow::anyhow!("--upstream {url}: {e}"))?
-                .connect_timeout(Duration::from_secs(2))
-                .tcp_nodelay(true)
-                .initial_stream_window_size(ursula_proto::H2_STREAM_WINDOW)
-                .initial_connection_window_size(ursula_proto::H2_CONNECTION_WINDOW)
-                // Answers come in frames this large (the server's own limit is the same).
-                .max_frame_size(ursula_proto::H2_MAX_FRAME);
-            let trace: ursula_http::telemetry::TraceInterceptor = ursula_http::telemetry::carry_trace_context;
-            let client = StreamServiceClient::with_interceptor(endpoint.connect_lazy(), trace)
+            let client = StreamServiceClient::with_interceptor(endpoint(url)?.connect_lazy(), TRACE)
                 .max_decoding_message_size(ursula_proto::MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(ursula_proto::MAX_MESSAGE_BYTES);
             clients.push(client);
         }
         Ok(clients)
+    }
+
+    /// Each upstream's connection for reads (`reads`), beside its client's.
+    fn read_channels(urls: &[String]) -> Vec<super::reads::ReadChannel> {
+        // `connect` checked every URL already; one that failed now would
+        // answer as an upstream that cannot be reached.
+        let unreachable = || Endpoint::from_static("http://127.0.0.1:1");
+        let channel = |url| endpoint(url).unwrap_or_else(|_| unreachable()).connect_lazy();
+        urls.iter().map(|url| InterceptedService::new(channel(url), TRACE)).collect()
     }
 
     /// Learns the cluster from the first upstream that answers `Describe`,
@@ -54,6 +55,7 @@ impl Upstreams {
                 let up = Upstreams {
                     urls: urls.clone(),
                     clients: clients.clone(),
+                    reads: Self::read_channels(&urls),
                     appends: clients
                         .iter()
                         .map(|c| {
@@ -139,4 +141,18 @@ impl Upstreams {
         let norm = |u: &str| u.trim_end_matches('/').to_string();
         self.urls.iter().position(|u| norm(u) == norm(client_url))
     }
+}
+
+const TRACE: ursula_http::telemetry::TraceInterceptor = ursula_http::telemetry::carry_trace_context;
+
+/// How the gateway reaches the voter at `url`.
+fn endpoint(url: &String) -> anyhow::Result<Endpoint> {
+    Ok(Endpoint::from_shared(url.clone())
+        .map_err(|e| anyhow::anyhow!("--upstream {url}: {e}"))?
+        .connect_timeout(Duration::from_secs(2))
+        .tcp_nodelay(true)
+        .initial_stream_window_size(ursula_proto::H2_STREAM_WINDOW)
+        .initial_connection_window_size(ursula_proto::H2_CONNECTION_WINDOW)
+        // Answers come in frames this large (the server's own limit is the same).
+        .max_frame_size(ursula_proto::H2_MAX_FRAME))
 }

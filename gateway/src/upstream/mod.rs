@@ -10,6 +10,7 @@
 //! - `discovery`: finding the cluster, probing every upstream, readiness.
 //! - `routing`: calls on a group's leader, following hints.
 //! - `appends`: small appends to one voter, batched per call.
+//! - `reads`: reads on a connection of their own, answers read without copies.
 //! - `backend`: `GatewayBackend`, the HTTP layer's `Backend` over these calls.
 //! - `health`: ejection windows of upstreams that do not answer.
 //! - `watches`: one shared upstream watch per live stream.
@@ -20,6 +21,7 @@ mod appends_tests;
 pub mod backend;
 pub mod discovery;
 pub mod health;
+pub mod reads;
 pub mod routing;
 pub mod watches;
 
@@ -53,6 +55,8 @@ pub type Client = StreamServiceClient<InterceptedService<Channel, ursula_http::t
 pub struct Upstreams {
     urls: Vec<String>,
     clients: Vec<Client>,
+    /// Per upstream, its connection for reads.
+    reads: Vec<reads::ReadChannel>,
     /// Per upstream, its append batcher.
     appends: Vec<appends::Appends>,
     pub cluster_id: String,

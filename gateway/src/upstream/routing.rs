@@ -47,6 +47,15 @@ impl Upstreams {
         self.on_leader_at(key, resend, |at| f(self.clients[at].clone())).await
     }
 
+    /// A read on the leader of `key`'s group, on that upstream's connection for reads.
+    pub async fn read_on_leader<T, F, Fut>(&self, key: &StreamKey, f: F) -> Result<T, BackendError>
+    where
+        F: Fn(super::reads::ReadChannel) -> Fut,
+        Fut: Future<Output = Result<T, CallError>>,
+    {
+        self.on_leader_at(key, true, |at| f(self.reads[at].clone())).await
+    }
+
     /// An append on the leader of `key`'s group, in that upstream's next batch.
     pub async fn append_on_leader<T, F, Fut>(&self, key: &StreamKey, f: F) -> Result<T, BackendError>
     where
