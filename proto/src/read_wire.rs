@@ -136,7 +136,11 @@ pub struct ReadReplyParser {
     /// A varint being read across frames.
     varint: (u64, u32),
     encoded_view: BytesMut,
+    /// The view's encoded part is read (its field came and ended).
+    view_read: bool,
     chunks: Vec<Vec<Bytes>>,
+    /// Once streaming (`stream_from_here`), chunk pieces go here instead.
+    streaming: Option<Vec<Bytes>>,
     /// A reply other than a view, gathered whole.
     whole: BytesMut,
 }
@@ -151,7 +155,9 @@ impl ReadReplyParser {
             left: 0,
             varint: (0, 0),
             encoded_view: BytesMut::new(),
+            view_read: false,
             chunks: Vec::new(),
+            streaming: None,
             whole: BytesMut::new(),
         }
     }
@@ -249,9 +255,10 @@ impl ReadReplyParser {
                     if len > self.left {
                         return Err(WireError::Malformed("a field longer than its message"));
                     }
-                    if field == 2 {
+                    if field == 2 && self.streaming.is_none() {
                         self.chunks.push(Vec::new());
                     }
+                    self.view_read |= field == 1 && len == 0;
                     self.at = if len == 0 { self.after_field() } else { At::Payload { field, left: len } };
                 }
             }
@@ -259,15 +266,17 @@ impl ReadReplyParser {
                 let n = left.min(data.len() as u64);
                 let piece = data.split_to(n as usize);
                 self.take(n)?;
-                match field {
-                    1 => self.encoded_view.extend_from_slice(&piece),
-                    2 => {
+                match (field, &mut self.streaming) {
+                    (1, _) => self.encoded_view.extend_from_slice(&piece),
+                    (2, Some(out)) => out.push(piece),
+                    (2, None) => {
                         if let Some(chunk) = self.chunks.last_mut() {
                             chunk.push(piece);
                         }
                     }
                     _ => {}
                 }
+                self.view_read |= field == 1 && n == left;
                 self.at = if n == left { self.after_field() } else { At::Payload { field, left: left - n } };
             }
             At::Whole => {
@@ -281,6 +290,33 @@ impl ReadReplyParser {
             At::Done => return Err(WireError::Trailing),
         }
         Ok(())
+    }
+
+    /// The encoded view of a view reply, once it has been read (before any
+    /// chunk, as both encoders send it).
+    pub fn view(&self) -> Option<&[u8]> {
+        self.view_read.then_some(&self.encoded_view[..])
+    }
+
+    /// From here on, hands out chunk bytes as they arrive (`take_bytes`)
+    /// instead of keeping chunks whole; returns those already read.
+    pub fn stream_from_here(&mut self) -> Vec<Bytes> {
+        self.streaming = Some(Vec::new());
+        std::mem::take(&mut self.chunks).into_iter().flatten().collect()
+    }
+
+    /// The chunk bytes read since the last call, once streaming.
+    pub fn take_bytes(&mut self) -> Vec<Bytes> {
+        self.streaming.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Whether the message ended where the answer did.
+    pub fn complete(&self) -> Result<(), WireError> {
+        match self.at {
+            At::Done => Ok(()),
+            At::Whole if self.left == 0 => Ok(()),
+            _ => Err(WireError::Truncated),
+        }
     }
 
     fn after_field(&self) -> At {
@@ -397,6 +433,34 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(view_reply_frames(b"meta", vec![Bytes::from(vec![0; 100])], 50), Err(110));
+    }
+
+    #[test]
+    fn a_view_streams_its_chunk_bytes_once_its_encoded_part_is_read() {
+        let reply = view(b"meta", &[b"abc", b"defgh"]);
+        let wire = framed(&reply);
+        for cut in 0..=wire.len() {
+            let mut parser = ReadReplyParser::new(MAX);
+            parser.push(Bytes::copy_from_slice(&wire[..cut])).expect("first part");
+            let (mut got, rest) = match parser.view() {
+                Some(view) => {
+                    assert_eq!(view, b"meta");
+                    (parser.stream_from_here(), true)
+                }
+                None => (Vec::new(), false),
+            };
+            parser.push(Bytes::copy_from_slice(&wire[cut..])).expect("the rest");
+            if rest {
+                got.extend(parser.take_bytes());
+                assert_eq!(got.concat(), b"abcdefgh", "cut at {cut}");
+            } else {
+                assert!(parser.view().is_some(), "read by the end");
+            }
+            assert_eq!(parser.complete(), Ok(()));
+        }
+        let mut parser = ReadReplyParser::new(MAX);
+        parser.push(Bytes::copy_from_slice(&wire[..wire.len() - 2])).expect("most");
+        assert_eq!(parser.complete(), Err(WireError::Truncated));
     }
 
     #[test]

@@ -249,6 +249,10 @@ pub struct ForkStream {
     pub expect: Option<ursula_stream::Incarnation>,
 }
 
+/// The bytes of a read still arriving after its view, in order; an `Err`
+/// means the read broke off before its end.
+pub type ReadRest = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<bytes::Bytes, ()>> + Send>>;
+
 pub trait Streams: Send + Sync + 'static {
     fn create(&self, cmd: CreateStream) -> impl Future<Output = Result<CreateOk, BackendError>> + Send;
     fn fork(&self, req: ForkStream) -> impl Future<Output = Result<CreateOk, BackendError>> + Send;
@@ -260,6 +264,16 @@ pub trait Streams: Send + Sync + 'static {
     fn head(&self, key: StreamKey) -> impl Future<Output = Result<StreamInfo, BackendError>> + Send;
     /// A catch-up read; it renews a sliding TTL as the state machine asks.
     fn read(&self, req: ReadStream) -> impl Future<Output = Result<ReadView, BackendError>> + Send;
+    /// `read`, whose answer may start before all of its bytes are here (a
+    /// gateway's read, as its voter sends it): the view with the chunks
+    /// that have arrived, and the rest as it comes. Only a stream whose
+    /// answer is its bytes as they are (not JSON) comes in a rest.
+    fn read_streamed(
+        &self,
+        req: ReadStream,
+    ) -> impl Future<Output = Result<(ReadView, Option<ReadRest>), BackendError>> + Send {
+        async move { Ok((self.read(req).await?, None)) }
+    }
     fn snapshot(&self, req: ReadSnapshot) -> impl Future<Output = Result<SnapshotView, BackendError>> + Send;
     fn bootstrap(&self, req: ReadBootstrap) -> impl Future<Output = Result<BootstrapView, BackendError>> + Send;
     fn wait(&self, req: WaitStream) -> impl Future<Output = Result<WaitOutcome, BackendError>> + Send;

@@ -43,7 +43,7 @@ pub mod wire;
 
 pub use backend::{
     Backend, BackendError, ForkStream, LeaderHint, Operations, PartAdmission, PartStaged, PartsCommit, PartsDiscard,
-    PartsRefusal, ReadBootstrap, ReadSnapshot, ReadStream, SnapshotParts, StagedPart, Streams, Unavailable,
+    PartsRefusal, ReadBootstrap, ReadRest, ReadSnapshot, ReadStream, SnapshotParts, StagedPart, Streams, Unavailable,
     UpstreamFailure, WaitOutcome, WaitStream, WriteRoute,
 };
 pub use connection::ConnectionLimits;

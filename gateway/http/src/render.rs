@@ -35,6 +35,16 @@ pub fn chunks(chunks: Vec<Bytes>) -> Body {
     }
 }
 
+/// A body of `chunks`, then `rest` as it arrives. A rest that breaks off
+/// ends the body short of its `Content-Length`, which closes the
+/// connection: the client never takes a cut answer for a whole one.
+pub fn streamed(chunks: Vec<Bytes>, rest: crate::backend::ReadRest) -> Body {
+    use futures_util::StreamExt;
+    let rest = rest.take_while(|piece| std::future::ready(piece.is_ok())).filter_map(|piece| async { piece.ok() });
+    let frames = futures_util::stream::iter(chunks).chain(rest).map(|c| Ok(http_body::Frame::data(c)));
+    http_body_util::StreamBody::new(frames).boxed_unsync()
+}
+
 pub fn empty() -> Body {
     Empty::new().boxed_unsync()
 }
@@ -178,5 +188,24 @@ impl http_body::Body for HoldingBody {
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use http_body_util::BodyExt;
+
+    use crate::backend::ReadRest;
+
+    #[tokio::test]
+    async fn a_streamed_body_ends_where_its_rest_broke_off() {
+        let piece = |s: &'static str| Ok(Bytes::from_static(s.as_bytes()));
+        let whole: ReadRest = Box::pin(futures_util::stream::iter(vec![piece("b"), piece("c")]));
+        let body = super::streamed(vec![Bytes::from_static(b"a")], whole);
+        assert_eq!(body.collect().await.expect("a body").to_bytes(), "abc");
+        let broken: ReadRest = Box::pin(futures_util::stream::iter(vec![piece("b"), Err(()), piece("c")]));
+        let body = super::streamed(vec![Bytes::from_static(b"a")], broken);
+        assert_eq!(body.collect().await.expect("a body").to_bytes(), "ab", "nothing after the break");
     }
 }

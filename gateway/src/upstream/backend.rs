@@ -12,8 +12,8 @@ use serde::de::DeserializeOwned;
 use ursula_http::wire::{self, pb};
 use ursula_http::{
     Backend, BackendError, ForkStream, Metrics, Operations, PartAdmission, PartStaged, PartsCommit, PartsDiscard,
-    ReadBootstrap, ReadSnapshot, ReadStream, Readiness, SnapshotParts, StagedPart, Streams, WaitOutcome, WaitStream,
-    WriteRoute,
+    ReadBootstrap, ReadRest, ReadSnapshot, ReadStream, Readiness, SnapshotParts, StagedPart, Streams, WaitOutcome,
+    WaitStream, WriteRoute,
 };
 use ursula_proto::read_wire::ReadAnswer;
 use ursula_stream::{
@@ -157,26 +157,29 @@ impl Streams for GatewayBackend {
     }
 
     async fn read(&self, req: ReadStream) -> Result<ReadView, BackendError> {
-        let request = pb::ReadRequest {
-            target: Some(self.upstreams.target(&req.key)),
-            leader: false,
-            encoded_query: wire::encode(&req.query),
-        };
+        let request = read_request(&self.upstreams, &req);
+        self.upstreams
+            .read_on_leader(&req.key, |channel| {
+                let request = &request;
+                async move { view_of(super::reads::read(channel, request).await?) }
+            })
+            .await
+    }
+
+    async fn read_streamed(&self, req: ReadStream) -> Result<(ReadView, Option<ReadRest>), BackendError> {
+        let request = read_request(&self.upstreams, &req);
+        // A JSON answer is rendered from whole chunks: it waits for all of them.
+        let streams =
+            |view: &[u8]| wire::decode::<ReadView>("a read view", view).is_ok_and(|v| !v.info.content_type.is_json());
         self.upstreams
             .read_on_leader(&req.key, |channel| {
                 let request = &request;
                 async move {
-                    let reply = match super::reads::read(channel, request).await? {
-                        ReadAnswer::View { encoded_view, chunks } => {
-                            let chunks = chunks.into_iter().map(super::reads::joined).collect();
-                            return Ok(wire::read_view(pb::ReadChunk { encoded_view, chunks })?);
+                    match super::reads::read_streamed(channel, request, streams).await? {
+                        Ok((encoded_view, first, rest)) => {
+                            Ok((wire::read_view(pb::ReadChunk { encoded_view, chunks: first })?, Some(rest)))
                         }
-                        ReadAnswer::Reply(reply) => reply,
-                    };
-                    match reply.result {
-                        Some(pb::read_reply::Result::View(chunk)) => Ok(wire::read_view(chunk)?),
-                        Some(pb::read_reply::Result::Failure(f)) => Err(refused(f)),
-                        None => Err(CallError::Broken(Broken::Empty)),
+                        Err(answer) => Ok((view_of(answer)?, None)),
                     }
                 }
             })
@@ -277,5 +280,25 @@ impl Operations for GatewayBackend {
             Ok(()) => Readiness::ready(),
             Err(reason) => Readiness::unready(reason),
         }
+    }
+}
+
+fn read_request(upstreams: &Upstreams, req: &ReadStream) -> pb::ReadRequest {
+    pb::ReadRequest { target: Some(upstreams.target(&req.key)), leader: false, encoded_query: wire::encode(&req.query) }
+}
+
+/// The view of a read's reply, its chunks whole.
+fn view_of(answer: ReadAnswer) -> Result<ReadView, CallError> {
+    let reply = match answer {
+        ReadAnswer::View { encoded_view, chunks } => {
+            let chunks = chunks.into_iter().map(super::reads::joined).collect();
+            return Ok(wire::read_view(pb::ReadChunk { encoded_view, chunks })?);
+        }
+        ReadAnswer::Reply(reply) => reply,
+    };
+    match reply.result {
+        Some(pb::read_reply::Result::View(chunk)) => Ok(wire::read_view(chunk)?),
+        Some(pb::read_reply::Result::Failure(f)) => Err(refused(f)),
+        None => Err(CallError::Broken(Broken::Empty)),
     }
 }

@@ -1,7 +1,9 @@
 //! A `Read` on a voter's connection for reads, its answer read as the
 //! frames arrive, each chunk kept as the piece it came in (no copy when a
 //! chunk came in one frame, as a voter of this version sends them:
-//! `ursula_proto::read_wire`). Bulk reads have a connection of their own,
+//! `ursula_proto::read_wire`). A read of a stream answered as its bytes
+//! are streams on to the client as it arrives, with HTTP/2's flow control
+//! from the voter to the client. Bulk reads have a connection of their own,
 //! so 8 MiB answers never hold appends behind the shared connection's
 //! flow-control window.
 
@@ -11,6 +13,7 @@ use prost::Message;
 use tonic::Status;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
+use ursula_http::ReadRest;
 use ursula_http::wire::pb;
 use ursula_proto::read_wire::{READ_PATH, ReadAnswer, ReadReplyParser};
 
@@ -19,8 +22,41 @@ use super::CallError;
 /// A voter's connection for reads, with the trace context added to each call.
 pub type ReadChannel = InterceptedService<Channel, ursula_http::telemetry::TraceInterceptor>;
 
-/// `StreamService/Read` on `channel`: the reply, chunks as their pieces.
-pub async fn read(mut channel: ReadChannel, request: &pb::ReadRequest) -> Result<ReadAnswer, CallError> {
+/// A `Read` whose answer's headers came: its body still to read.
+struct Answering {
+    body: tonic::service::interceptor::ResponseBody<tonic::body::Body>,
+    parser: ReadReplyParser,
+    /// The trailers came with an OK status.
+    ended: bool,
+}
+
+impl Answering {
+    /// Reads the next data frame; `false` once the body has ended.
+    async fn next_frame(&mut self) -> Result<bool, Status> {
+        let Some(frame) = self.body.frame().await else { return Ok(false) };
+        match frame?.into_data() {
+            Ok(data) => self.parser.push(data).map_err(|e| Status::internal(format!("a read answer: {e}")))?,
+            Err(frame) => {
+                if let Some(trailers) = frame.trailers_ref() {
+                    failed(trailers)?;
+                    self.ended = true;
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// The answer's status once its body ended.
+    fn ended(&self) -> Result<(), Status> {
+        if !self.ended {
+            return Err(Status::internal("a read answer without its status"));
+        }
+        self.parser.complete().map_err(|e| Status::internal(format!("a read answer: {e}")))
+    }
+}
+
+/// Sends the call; the answer once its headers say it goes on.
+async fn call(mut channel: ReadChannel, request: &pb::ReadRequest) -> Result<Answering, Status> {
     use tonic::codegen::Service;
     let message = request.encode_to_vec();
     let mut framed = Vec::with_capacity(5 + message.len());
@@ -36,30 +72,77 @@ pub async fn read(mut channel: ReadChannel, request: &pb::ReadRequest) -> Result
         .map_err(|e| Status::internal(format!("a read call: {e}")))?;
     std::future::poll_fn(|cx| channel.poll_ready(cx)).await.map_err(|e| Status::from_error(e.into()))?;
     let answer = channel.call(call).await.map_err(|e| Status::from_error(e.into()))?;
-    let (head, mut body) = answer.into_parts();
+    let (head, body) = answer.into_parts();
     // A failure before any message comes in the headers alone.
     failed(&head.headers)?;
     if head.status != http::StatusCode::OK {
-        return Err(Status::unknown(format!("a read answered HTTP {}", head.status)).into());
+        return Err(Status::unknown(format!("a read answered HTTP {}", head.status)));
     }
-    let mut parser = ReadReplyParser::new(ursula_proto::MAX_MESSAGE_BYTES);
-    let mut ended = false;
-    while let Some(frame) = body.frame().await {
-        let frame = frame?;
-        match frame.into_data() {
-            Ok(data) => parser.push(data).map_err(|e| Status::internal(format!("a read answer: {e}")))?,
-            Err(frame) => {
-                if let Some(trailers) = frame.trailers_ref() {
-                    failed(trailers)?;
-                    ended = true;
+    Ok(Answering { body, parser: ReadReplyParser::new(ursula_proto::MAX_MESSAGE_BYTES), ended: false })
+}
+
+/// `StreamService/Read` on `channel`: the reply, chunks as their pieces.
+pub async fn read(channel: ReadChannel, request: &pb::ReadRequest) -> Result<ReadAnswer, CallError> {
+    let mut answering = call(channel, request).await?;
+    while answering.next_frame().await? {}
+    answering.ended()?;
+    Ok(answering.parser.finish().map_err(|e| Status::internal(format!("a read answer: {e}")))?)
+}
+
+/// A read answered as it arrives: the view's encoded part, the chunk bytes
+/// read with it, and the rest as it comes; when `streams` says the view's
+/// answer may go out that way. Otherwise (or for a reply that is no view)
+/// the whole reply, as `read` gives it.
+pub async fn read_streamed(
+    channel: ReadChannel,
+    request: &pb::ReadRequest,
+    streams: impl FnOnce(&[u8]) -> bool,
+) -> Result<Result<(Bytes, Vec<Bytes>, ReadRest), ReadAnswer>, CallError> {
+    let mut answering = call(channel, request).await?;
+    let mut more = true;
+    while more && answering.parser.view().is_none() {
+        more = answering.next_frame().await?;
+    }
+    if let Some(view) = answering.parser.view().map(Bytes::copy_from_slice)
+        && more
+        && streams(&view)
+    {
+        let first = answering.parser.stream_from_here();
+        return Ok(Ok((view, first, rest(answering))));
+    }
+    while answering.next_frame().await? {}
+    answering.ended()?;
+    Ok(Err(answering.parser.finish().map_err(|e| Status::internal(format!("a read answer: {e}")))?))
+}
+
+/// The chunk bytes of `answering` as they arrive; an `Err` when the
+/// answer breaks off or ends without its OK status.
+fn rest(answering: Answering) -> ReadRest {
+    let pieces = futures_util::stream::unfold(Some((answering, std::collections::VecDeque::new())), |state| async {
+        let (mut answering, mut ready) = state?;
+        loop {
+            if let Some(piece) = ready.pop_front() {
+                return Some((Ok(piece), Some((answering, ready))));
+            }
+            match answering.next_frame().await {
+                Ok(true) => ready.extend(answering.parser.take_bytes()),
+                Ok(false) => {
+                    return match answering.ended() {
+                        Ok(()) => None,
+                        Err(e) => {
+                            tracing::debug!(error = %e, "a streamed read broke off");
+                            Some((Err(()), None))
+                        }
+                    };
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "a streamed read broke off");
+                    return Some((Err(()), None));
                 }
             }
         }
-    }
-    if !ended {
-        return Err(Status::internal("a read answer without its status").into());
-    }
-    Ok(parser.finish().map_err(|e| Status::internal(format!("a read answer: {e}")))?)
+    });
+    Box::pin(pieces)
 }
 
 /// The call's status when `headers` say it failed.

@@ -13,7 +13,7 @@ use ursula_stream::{Incarnation, ReadFrom, ReadView, Rejection, StreamKey};
 use super::bodies::{json_array, now_ms, query};
 use super::head::check_expect;
 use super::{Shared, sse};
-use crate::backend::{Backend, BackendError, ReadStream, WaitOutcome, WaitStream, WriteRoute};
+use crate::backend::{Backend, BackendError, ReadRest, ReadStream, WaitOutcome, WaitStream, WriteRoute};
 use crate::cursor::next_cursor;
 use crate::error::ApiError;
 use crate::front::LiveDeadline;
@@ -40,16 +40,16 @@ where
         LiveMode::Sse => sse::open(shared, key, from, params, expect, ends_at).await,
         LiveMode::CatchUp => {
             let q = query(&shared, from, params.max_bytes);
-            let mut read = shared.backend.read(ReadStream { key: key.clone(), query: q }).await;
-            if !params.consistency_leader && needs_leader_confirmation(&shared, &key, &read) {
+            let mut read = shared.backend.read_streamed(ReadStream { key: key.clone(), query: q }).await;
+            if !params.consistency_leader && needs_leader_confirmation(&shared, &key, read.as_ref().map(|r| &r.0)) {
                 // Its state may lag an acknowledged write: confirm through
                 // the leader before marking up-to-date or refusing with 416 or 404.
                 shared.backend.confirm_tail(&key).await?;
-                read = shared.backend.read(ReadStream { key, query: q }).await;
+                read = shared.backend.read_streamed(ReadStream { key, query: q }).await;
             }
-            let view = read?;
+            let (view, rest) = read?;
             check_expect(expect, &view.info)?;
-            Ok(data_answer(&shared, &view, req.headers(), from == ReadFrom::Tail, None))
+            Ok(data_answer(&shared, &view, rest, req.headers(), from == ReadFrom::Tail, None))
         }
         LiveMode::LongPoll => long_poll(&shared, key, from, &params, expect, req.headers(), ends_at).await,
     }
@@ -62,7 +62,7 @@ where
 fn needs_leader_confirmation<B: Backend>(
     shared: &Shared<B>,
     key: &StreamKey,
-    read: &Result<ReadView, BackendError>,
+    read: Result<&ReadView, &BackendError>,
 ) -> bool {
     let at_tail = match read {
         Err(BackendError::Rejected(Rejection::StreamNotFound | Rejection::BucketNotFound)) => return true,
@@ -125,7 +125,7 @@ async fn long_poll<B: Backend>(
         }
         return Ok(render::finish(b, render::empty()));
     }
-    Ok(data_answer(shared, &view, request, false, Some(cursor)))
+    Ok(data_answer(shared, &view, None, request, false, Some(cursor)))
 }
 
 /// A long-poll's read after its wait, with `Stream-Incarnation`: once the
@@ -184,12 +184,17 @@ pub fn representation<B>(shared: &Shared<B>, view: &ReadView) -> (Vec<Bytes>, &'
 fn data_answer<B>(
     shared: &Shared<B>,
     view: &ReadView,
+    rest: Option<ReadRest>,
     request: &HeaderMap,
     at_now: bool,
     cursor: Option<u64>,
 ) -> Answer {
     let (body, json_type) = representation(shared, view);
-    let body_len: usize = body.iter().map(Bytes::len).sum();
+    // Bytes still arriving belong to a stream answered as its bytes are.
+    let body_len = match rest {
+        Some(_) => usize::try_from(view.len()).unwrap_or(usize::MAX),
+        None => body.iter().map(Bytes::len).sum(),
+    };
     let content_type = if json_type.is_empty() { view.info.content_type.as_str() } else { json_type };
     let gzip_eligible = !json_type.is_empty() && body_len >= GZIP_MIN_BYTES;
     let tag = etag(view, gzip_eligible);
@@ -224,7 +229,11 @@ fn data_answer<B>(
             return render::finish(b.header(header::CONTENT_ENCODING, "gzip"), render::full(zipped));
         }
     }
-    render::finish(b.header(header::CONTENT_LENGTH, body_len), render::chunks(body))
+    let body = match rest {
+        Some(rest) => render::streamed(body, rest),
+        None => render::chunks(body),
+    };
+    render::finish(b.header(header::CONTENT_LENGTH, body_len), body)
 }
 
 fn gzip(body: &[Bytes]) -> Option<Bytes> {
