@@ -6,7 +6,6 @@
 
 use std::sync::Arc;
 
-use bytes::{Buf, Bytes};
 use futures_util::future::BoxFuture;
 use http::{HeaderMap, HeaderValue, Response};
 use http_body_util::{BodyExt, Limited, StreamBody};
@@ -41,7 +40,7 @@ async fn answer<E: GroupEngine>(plane: &StreamPlane<E>, body: Incoming) -> Resul
             .map_err(|n| Status::resource_exhausted(format!("a read answer of {n} bytes")))?,
         Err(failure) => {
             let reply = pb::ReadReply { result: Some(pb::read_reply::Result::Failure(failure)) };
-            vec![framed(&reply.encode_to_vec())]
+            vec![read_wire::framed(&reply.encode_to_vec())]
         }
     };
     let mut trailers = HeaderMap::new();
@@ -55,25 +54,10 @@ async fn answer<E: GroupEngine>(plane: &StreamPlane<E>, body: Incoming) -> Resul
 
 /// The request's one message, decoded.
 async fn request(body: Incoming) -> Result<pb::ReadRequest, Status> {
-    let mut bytes = match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
+    let bytes = match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(e) => return Err(Status::invalid_argument(format!("a read request: {e}"))),
     };
-    if bytes.len() < 5 || bytes[0] != 0 {
-        return Err(Status::invalid_argument("a read request without one uncompressed message"));
-    }
-    bytes.advance(1);
-    let len = bytes.get_u32() as usize;
-    if len != bytes.len() {
-        return Err(Status::invalid_argument("a read request of another length than it says"));
-    }
-    pb::ReadRequest::decode(bytes).map_err(|e| Status::invalid_argument(format!("a read request: {e}")))
-}
-
-fn framed(message: &[u8]) -> Bytes {
-    let mut out = Vec::with_capacity(5 + message.len());
-    out.push(0);
-    out.extend_from_slice(&(message.len() as u32).to_be_bytes());
-    out.extend_from_slice(message);
-    out.into()
+    let message = read_wire::unframed(bytes).map_err(|e| Status::invalid_argument(format!("a read request: {e}")))?;
+    pb::ReadRequest::decode(message).map_err(|e| Status::invalid_argument(format!("a read request: {e}")))
 }

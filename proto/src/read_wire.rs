@@ -67,6 +67,31 @@ pub fn view_reply_frames(encoded_view: &[u8], chunks: Vec<Bytes>, max: usize) ->
     Ok(frames.into_iter().filter(|f| !f.is_empty()).collect())
 }
 
+/// `message` as a gRPC frame: a request, or an answer without chunks.
+pub fn framed(message: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(PREFIX + message.len());
+    out.put_u8(0);
+    out.put_u32(u32::try_from(message.len()).unwrap_or(u32::MAX));
+    out.put_slice(message);
+    out.freeze()
+}
+
+/// The one message of a unary request's body.
+pub fn unframed(mut body: Bytes) -> Result<Bytes, WireError> {
+    if body.len() < PREFIX {
+        return Err(WireError::Truncated);
+    }
+    if body.get_u8() != 0 {
+        return Err(WireError::Compressed);
+    }
+    let len = u64::from(body.get_u32());
+    match len.cmp(&(body.len() as u64)) {
+        std::cmp::Ordering::Equal => Ok(body),
+        std::cmp::Ordering::Greater => Err(WireError::Truncated),
+        std::cmp::Ordering::Less => Err(WireError::Trailing),
+    }
+}
+
 /// Why an answer could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WireError {
@@ -348,11 +373,7 @@ mod tests {
     const MAX: usize = 1 << 20;
 
     fn framed(reply: &pb::ReadReply) -> Vec<u8> {
-        let body = reply.encode_to_vec();
-        let mut out = vec![0];
-        out.extend_from_slice(&(body.len() as u32).to_be_bytes());
-        out.extend_from_slice(&body);
-        out
+        super::framed(&reply.encode_to_vec()).to_vec()
     }
 
     fn view(encoded_view: &[u8], chunks: &[&[u8]]) -> pb::ReadReply {
@@ -483,5 +504,10 @@ mod tests {
         let odd = [0, 0, 0, 0, 3, 0x0a, 0x01, 0x0b];
         assert!(matches!(parse(&odd, &[]), Err(WireError::Malformed(_))));
         assert_eq!(parse(&[], &[]), Err(WireError::Truncated));
+        // A request's body: one message, nothing more or less.
+        let request = super::framed(b"query");
+        assert_eq!(super::unframed(request.clone()), Ok(Bytes::from_static(b"query")));
+        assert_eq!(super::unframed(request.slice(..6)), Err(WireError::Truncated));
+        assert_eq!(super::unframed([&request[..], b"x"].concat().into()), Err(WireError::Trailing));
     }
 }

@@ -65,6 +65,13 @@ fn whole(from: ReadFrom) -> ReadQuery {
 }
 
 /// The reply's outcome, or how it was refused.
+/// A `Read` of all of `key` through the tonic client.
+async fn read_whole(c: &mut Client, cluster_id: &str, key: &StreamKey, leader: bool) -> pb::ReadReply {
+    let encoded_query = wire::encode(&whole(ReadFrom::Start));
+    let request = pb::ReadRequest { target: target(cluster_id, key), leader, encoded_query };
+    c.read(request).await.expect("read").into_inner()
+}
+
 fn outcome<T: serde::de::DeserializeOwned>(reply: pb::WriteReply) -> Result<T, Refused> {
     match reply.result.expect("a result") {
         pb::write_reply::Result::EncodedOutcome(bytes) => Ok(wire::decode("an outcome", &bytes).expect("decodes")),
@@ -101,30 +108,14 @@ async fn a_node_serves_the_stream_plane_beside_http_over_the_same_state() {
     // The HTTP surface on the same port sees the same stream.
     assert_eq!(node.read_all("/plane/one").await.text(), "hello world");
 
-    let read = c
-        .read(pb::ReadRequest {
-            target: target(&cluster_id, &key),
-            leader: true,
-            encoded_query: wire::encode(&whole(ReadFrom::Start)),
-        })
-        .await
-        .expect("read")
-        .into_inner();
+    let read = read_whole(&mut c, &cluster_id, &key, true).await;
     let Some(pb::read_reply::Result::View(chunk)) = read.result else { panic!("a view: {read:?}") };
     let view = wire::read_view(chunk).expect("a view");
     assert_eq!(view.chunks.concat(), b"hello world");
     // The node writes a read's answer by hand (no copy of its chunks); a
     // refusal too is the reply tonic's `Read` would send.
     let missing = StreamKey::parse("plane", "nothing").expect("key");
-    let read = c
-        .read(pb::ReadRequest {
-            target: target(&cluster_id, &missing),
-            leader: false,
-            encoded_query: wire::encode(&whole(ReadFrom::Start)),
-        })
-        .await
-        .expect("read")
-        .into_inner();
+    let read = read_whole(&mut c, &cluster_id, &missing, false).await;
     assert!(matches!(read.result, Some(pb::read_reply::Result::Failure(_))), "{read:?}");
     let head = c.head(pb::HeadRequest { target: target(&cluster_id, &key), leader: false }).await.expect("head");
     let Some(pb::head_reply::Result::EncodedInfo(info)) = head.into_inner().result else { panic!("an info") };

@@ -58,17 +58,13 @@ impl Answering {
 /// Sends the call; the answer once its headers say it goes on.
 async fn call(mut channel: ReadChannel, request: &pb::ReadRequest) -> Result<Answering, Status> {
     use tonic::codegen::Service;
-    let message = request.encode_to_vec();
-    let mut framed = Vec::with_capacity(5 + message.len());
-    framed.push(0);
-    framed.extend_from_slice(&u32::try_from(message.len()).unwrap_or(u32::MAX).to_be_bytes());
-    framed.extend_from_slice(&message);
+    let framed = ursula_proto::read_wire::framed(&request.encode_to_vec());
     let call = http::Request::builder()
         .method(http::Method::POST)
         .uri(READ_PATH)
         .header(http::header::CONTENT_TYPE, "application/grpc")
         .header(http::header::TE, "trailers")
-        .body(tonic::body::Body::new(Full::new(Bytes::from(framed)).map_err(|never| match never {})))
+        .body(tonic::body::Body::new(Full::new(framed).map_err(|never| match never {})))
         .map_err(|e| Status::internal(format!("a read call: {e}")))?;
     std::future::poll_fn(|cx| channel.poll_ready(cx)).await.map_err(|e| Status::from_error(e.into()))?;
     let answer = channel.call(call).await.map_err(|e| Status::from_error(e.into()))?;
