@@ -27,14 +27,13 @@ pub fn service<B: Backend>(
 ) -> impl Fn(Request<Incoming>) -> Pin<Box<dyn Future<Output = Response<PlaneBody>> + Send>> + Clone + Send + Sync + 'static
 {
     move |req: Request<Incoming>| {
-        let surface = surface.clone();
-        let (routes, reads) = (routes.clone(), reads.clone());
         // One box per plane, each holding its handler's future and no
         // wrapper state beside it: the box is allocated and the future moved
         // into it on every request, and async wrappers around a future keep
-        // copies of their arguments next to it.
+        // copies of their arguments next to it. The HTTP surface lends its handler
+        // what it needs (no clone per request); gRPC clones its routes.
         let answer: Pin<Box<dyn Future<Output = Response<PlaneBody>> + Send>> = if is_grpc(&req) {
-            Box::pin(grpc(routes, reads, req).map(|answer| answer.map(PlaneBody::Grpc)))
+            Box::pin(grpc(routes.clone(), reads.clone(), req).map(|answer| answer.map(PlaneBody::Grpc)))
         } else {
             Box::pin(surface.handle(req).map(|answer| answer.map(PlaneBody::Http)))
         };

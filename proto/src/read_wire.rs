@@ -127,6 +127,23 @@ pub enum ReadAnswer {
     Reply(pb::ReadReply),
 }
 
+impl ReadAnswer {
+    /// The reply as tonic would have decoded it: each chunk one buffer (a
+    /// copy only of a chunk that came in several frames).
+    pub fn into_reply(self) -> pb::ReadReply {
+        let (encoded_view, chunks) = match self {
+            ReadAnswer::View { encoded_view, chunks } => (encoded_view, chunks),
+            ReadAnswer::Reply(reply) => return reply,
+        };
+        let join = |pieces: Vec<Bytes>| match <[Bytes; 1]>::try_from(pieces) {
+            Ok([one]) => one,
+            Err(many) => many.concat().into(),
+        };
+        let chunks = chunks.into_iter().map(join).collect();
+        pb::ReadReply { result: Some(pb::read_reply::Result::View(pb::ReadChunk { encoded_view, chunks })) }
+    }
+}
+
 /// Where the parser is in the message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum At {
@@ -395,16 +412,6 @@ mod tests {
         parser.finish()
     }
 
-    fn joined(answer: ReadAnswer) -> pb::ReadReply {
-        match answer {
-            ReadAnswer::View { encoded_view, chunks } => {
-                let chunks = chunks.into_iter().map(|pieces| Bytes::from(pieces.concat())).collect();
-                pb::ReadReply { result: Some(pb::read_reply::Result::View(pb::ReadChunk { encoded_view, chunks })) }
-            }
-            ReadAnswer::Reply(reply) => reply,
-        }
-    }
-
     #[test]
     fn every_reply_reads_back_whatever_frames_it_came_in() {
         let failure = pb::ReadReply {
@@ -423,12 +430,12 @@ mod tests {
         ];
         for reply in &replies {
             let wire = framed(reply);
-            assert_eq!(joined(parse(&wire, &[]).expect("one frame")), *reply);
+            assert_eq!(parse(&wire, &[]).expect("one frame").into_reply(), *reply);
             for cut in 0..=wire.len() {
-                assert_eq!(joined(parse(&wire, &[cut]).expect("two frames")), *reply, "cut at {cut}");
+                assert_eq!(parse(&wire, &[cut]).expect("two frames").into_reply(), *reply, "cut at {cut}");
             }
             let every_byte: Vec<usize> = (1..wire.len()).collect();
-            assert_eq!(joined(parse(&wire, &every_byte).expect("byte by byte")), *reply);
+            assert_eq!(parse(&wire, &every_byte).expect("byte by byte").into_reply(), *reply);
         }
     }
 

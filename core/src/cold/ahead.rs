@@ -1,11 +1,13 @@
-//! Read-ahead of whole spans for a sequential catch-up. A read names the
-//! spans its reader takes next (`ReadView::cold_ahead`); with a cache they
-//! are fetched into it in the background while the read's answer goes out,
-//! so the next read finds them there instead of waiting on the object
-//! store. A read that needs a span still on its way waits for that fetch
-//! rather than starting a second one.
+//! Read-ahead for a sequential catch-up: what a reader takes next is
+//! fetched into the cache in the background while its answer goes out, so
+//! the next read finds it there instead of waiting on the object store.
+//! Two kinds go through the one registry of fetches on their way: whole
+//! spans a read names (`ReadView::cold_ahead`), and the next blocks of a
+//! span read in part (`read::span_range`). A read that needs a whole span
+//! still on its way waits for that fetch rather than starting a second one.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -14,12 +16,13 @@ use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
 use ursula_stream::ColdSpan;
 
-use super::{CacheKey, Cold};
+use super::{CacheKey, Cold, ColdError};
 
-/// A span on its way: the checked bytes, `None` when the fetch failed.
+/// A fetch on its way: the checked bytes, `None` when it failed.
 pub(super) type Pending = Shared<BoxFuture<'static, Option<Vec<Bytes>>>>;
 
-/// The spans being read ahead, with their lengths.
+/// The read-aheads on their way, by the key of what they fetch (a span,
+/// or the first of a run of blocks), with their lengths.
 #[derive(Default)]
 pub(super) struct InFlight(HashMap<CacheKey, (u64, Pending)>);
 
@@ -33,51 +36,69 @@ impl InFlight {
     }
 }
 
+/// Whether a read-ahead started.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Ahead {
+    Started,
+    /// Cached, or on its way already (or no cache to read into).
+    Needless,
+    /// What is on its way fills the room for read-ahead.
+    Full,
+}
+
 impl Cold {
-    fn spans_ahead(&self) -> std::sync::MutexGuard<'_, InFlight> {
-        self.spans_ahead.lock().unwrap_or_else(|p| p.into_inner())
+    pub(super) fn in_flight(&self) -> std::sync::MutexGuard<'_, InFlight> {
+        self.ahead.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The read-ahead of `key`'s span, if one is on its way.
-    pub(super) fn pending_span(&self, key: &CacheKey) -> Option<Pending> {
-        self.spans_ahead().0.get(key).map(|(_, pending)| pending.clone())
+    /// The read-ahead of `key`, if one is on its way.
+    pub(super) fn pending(&self, key: &CacheKey) -> Option<Pending> {
+        self.in_flight().0.get(key).map(|(_, pending)| pending.clone())
     }
 
-    /// Fetches `spans` into the cache in the background, unless they are
-    /// there or on their way. What is read ahead at once, across readers,
-    /// stays within half the cache, so it does not evict the spans the
-    /// readers are taking now.
-    pub fn read_ahead_spans(self: &Arc<Self>, spans: &[ColdSpan]) {
+    /// Runs `fetch` (of `len` bytes, into the cache) in the background,
+    /// unless `key` is cached or on its way. What is read ahead at once,
+    /// across readers, stays within half the cache, so it does not evict
+    /// what the readers are taking now.
+    pub(super) fn read_ahead<F, Fut>(self: &Arc<Self>, key: CacheKey, len: u64, fetch: F) -> Ahead
+    where
+        F: FnOnce(Arc<Self>) -> Fut,
+        Fut: Future<Output = Result<Vec<Bytes>, ColdError>> + Send + 'static,
+    {
         if self.config.cache_size == 0 {
-            return;
+            return Ahead::Needless;
         }
-        let room = self.config.cache_size / 2;
-        let mut in_flight = self.spans_ahead();
+        let mut in_flight = self.in_flight();
+        if in_flight.0.contains_key(&key) || self.cache.contains_key(&key) {
+            return Ahead::Needless;
+        }
+        if in_flight.bytes().saturating_add(len) > self.config.cache_size / 2 {
+            return Ahead::Full;
+        }
+        let (me, done) = (self.clone(), key.clone());
+        let fetch = fetch(self.clone());
+        let pending = async move {
+            me.stats.read_ahead_fetches.fetch_add(1, Relaxed);
+            let got = fetch.await;
+            me.in_flight().0.remove(&done);
+            got.inspect_err(|e| tracing::debug!(object = %done.object, error = %e, "a cold read-ahead failed")).ok()
+        }
+        .boxed()
+        .shared();
+        in_flight.0.insert(key, (len, pending.clone()));
+        tokio::spawn(pending);
+        Ahead::Started
+    }
+
+    /// Fetches the whole `spans` a reader takes next into the cache.
+    pub fn read_ahead_spans(self: &Arc<Self>, spans: &[ColdSpan]) {
         for span in spans {
-            let key = CacheKey::span(span);
-            if in_flight.0.contains_key(&key) || self.cache.contains_key(&key) {
-                continue;
-            }
-            if in_flight.bytes().saturating_add(span.len) > room {
+            let whole = span.clone();
+            let ahead =
+                self.read_ahead(CacheKey::span(span), span.len, |me| async move { me.fetch_span(&whole).await });
+            if ahead == Ahead::Full {
                 return;
             }
-            let len = span.len;
-            let (me, span, done) = (self.clone(), span.clone(), key.clone());
-            let fetch = async move {
-                me.stats.read_ahead_fetches.fetch_add(1, Relaxed);
-                let got = me.fetch_span(&span).await;
-                me.spans_ahead().0.remove(&done);
-                match got {
-                    Ok(bytes) => Some(bytes),
-                    Err(e) => {
-                        tracing::debug!(object = %span.object, error = %e, "a cold span's read-ahead failed");
-                        None
-                    }
-                }
-            };
-            let pending = fetch.boxed().shared();
-            in_flight.0.insert(key, (len, pending.clone()));
-            tokio::spawn(pending);
         }
     }
 }
@@ -153,7 +174,7 @@ mod tests {
 
     async fn settle(cold: &Cold, spans: &[ColdSpan]) {
         for span in spans {
-            if let Some(pending) = cold.pending_span(&CacheKey::span(span)) {
+            if let Some(pending) = cold.pending(&CacheKey::span(span)) {
                 pending.await;
             }
         }
@@ -199,14 +220,14 @@ mod tests {
     async fn read_ahead_stays_within_half_the_cache_and_never_without_one() {
         let (cold, store, spans) = tier(4 * SPAN, 4, 0).await;
         cold.read_ahead_spans(&spans);
-        assert_eq!(cold.spans_ahead().len(), 2, "two spans of four fill half a four-span cache");
+        assert_eq!(cold.in_flight().len(), 2, "two spans of four fill half a four-span cache");
         store.gate.add_permits(100);
         settle(&cold, &spans).await;
         assert_eq!(store.gets.load(Relaxed), 2);
 
         let (cold, store, spans) = tier(0, 2, 0).await;
         cold.read_ahead_spans(&spans);
-        assert_eq!(cold.spans_ahead().len(), 0);
+        assert_eq!(cold.in_flight().len(), 0);
         assert_eq!(store.gets.load(Relaxed), 0);
     }
 

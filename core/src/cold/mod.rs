@@ -6,7 +6,7 @@
 //! - `store`: the `ColdStore` trait and its in-memory implementation.
 //! - `s3`: the S3 implementation on `aws-sdk-s3`.
 //! - `read`: materializing a read plan's cold slices (fetch, check, cut).
-//! - `ahead`: whole spans fetched ahead of a sequential reader.
+//! - `ahead`: read-ahead of what a sequential reader takes next.
 //! - `blocks`: per-block digests of spans, so reads fetch only what they need.
 //! - `pieces`: fetched bytes kept as the pieces they arrived in.
 //! - `flush`: the background worker that uploads and commits hot ranges.
@@ -69,10 +69,8 @@ pub struct Cold {
     cache: moka::sync::Cache<CacheKey, Vec<Bytes>>,
     /// Objects' block tables (`None`: an object without one).
     tables: moka::sync::Cache<String, Option<Arc<blocks::Table>>>,
-    /// The first block of each read-ahead in flight.
-    reading_ahead: std::sync::Mutex<std::collections::HashSet<CacheKey>>,
-    /// Whole spans read ahead and on their way.
-    spans_ahead: std::sync::Mutex<ahead::InFlight>,
+    /// Read-aheads on their way (`ahead`).
+    ahead: std::sync::Mutex<ahead::InFlight>,
     /// Per group: hot bytes at the last flush tick plus what was appended since.
     hot: Vec<AtomicU64>,
     /// Per group: writes refused with `COLD_BACKPRESSURE`.
@@ -160,8 +158,7 @@ impl Cold {
             config,
             cache,
             tables,
-            reading_ahead: Default::default(),
-            spans_ahead: Default::default(),
+            ahead: Default::default(),
             hot,
             backpressured,
             unreferenced: Default::default(),
@@ -261,10 +258,6 @@ impl Cold {
         format!("{}{name}", self.group_prefix(bucket, group))
     }
 
-    fn reading_ahead(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<CacheKey>> {
-        self.reading_ahead.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     fn unreferenced_since(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, std::time::Instant>> {
         self.unreferenced.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -278,8 +271,7 @@ impl Cold {
         m.insert("cold_ranged_fetches".into(), s.ranged_fetches.load(Relaxed).into());
         m.insert("cold_bytes_fetched".into(), s.bytes_fetched.load(Relaxed).into());
         m.insert("cold_read_ahead_fetches".into(), s.read_ahead_fetches.load(Relaxed).into());
-        let in_flight = self.reading_ahead().len() + self.spans_ahead.lock().map_or(0, |s| s.len());
-        m.insert("cold_read_ahead_in_flight".into(), (in_flight as u64).into());
+        m.insert("cold_read_ahead_in_flight".into(), (self.in_flight().len() as u64).into());
         m.insert("cold_fetch_failures".into(), s.fetch_failures.load(Relaxed).into());
         m.insert("cold_cache_hits".into(), s.cache_hits.load(Relaxed).into());
         m.insert("cold_backpressure_refusals".into(), s.backpressure_refusals.load(Relaxed).into());

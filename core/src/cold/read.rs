@@ -61,7 +61,7 @@ impl Cold {
         let key = CacheKey::span(span);
         let mut cached = self.cache.get(&key);
         if cached.is_none()
-            && let Some(pending) = self.pending_span(&key)
+            && let Some(pending) = self.pending(&key)
         {
             cached = pending.await;
         }
@@ -150,7 +150,7 @@ impl Cold {
     ) -> Result<Vec<Bytes>, ColdError> {
         let (first, last) = (lo / BLOCK, hi.div_ceil(BLOCK));
         let got = self.blocks(span, values, first, last).await?;
-        self.read_ahead(span, values, last, (last - first).max(READ_AHEAD_BLOCKS));
+        self.read_ahead_blocks(span, values, last, (last - first).max(READ_AHEAD_BLOCKS));
         Ok(got
             .into_iter()
             .enumerate()
@@ -200,23 +200,15 @@ impl Cold {
     /// A catch-up reads on where it stopped: with a cache, the next `count`
     /// blocks of the span after `from` are fetched into it in the background
     /// (unless they are there or on their way).
-    fn read_ahead(self: &Arc<Self>, span: &ColdSpan, values: &Arc<Vec<ChainingValue>>, from: u64, count: u64) {
+    fn read_ahead_blocks(self: &Arc<Self>, span: &ColdSpan, values: &Arc<Vec<ChainingValue>>, from: u64, count: u64) {
         let to = (from + count).min(values.len() as u64);
-        if self.config.cache_size == 0 || from >= to {
+        if from >= to {
             return;
         }
-        let key = CacheKey::block(span, from);
-        if self.cache.contains_key(&key) || !self.reading_ahead().insert(key.clone()) {
-            return;
-        }
-        let (me, span, values) = (self.clone(), span.clone(), values.clone());
-        tokio::spawn(async move {
-            me.stats.read_ahead_fetches.fetch_add(1, Relaxed);
-            if let Err(e) = me.blocks(&span, &values, from, to).await {
-                tracing::debug!(object = %span.object, error = %e, "a cold read-ahead failed");
-            }
-            me.reading_ahead().remove(&key);
-        });
+        let len = (to * BLOCK).min(span.len) - from * BLOCK;
+        let (span, values) = (span.clone(), values.clone());
+        let key = CacheKey::block(&span, from);
+        self.read_ahead(key, len, |me| async move { me.blocks(&span, &values, from, to).await });
     }
 
     /// Blocks `[from, to)` of `span` in one ranged GET, each checked (and

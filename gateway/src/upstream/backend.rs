@@ -169,16 +169,14 @@ impl Streams for GatewayBackend {
     async fn read_streamed(&self, req: ReadStream) -> Result<(ReadView, Option<ReadRest>), BackendError> {
         let request = read_request(&self.upstreams, &req);
         // A JSON answer is rendered from whole chunks: it waits for all of them.
-        let streams =
-            |view: &[u8]| wire::decode::<ReadView>("a read view", view).is_ok_and(|v| !v.info.content_type.is_json());
+        let streamed =
+            |view: &[u8]| wire::decode::<ReadView>("a read view", view).ok().filter(|v| !v.info.content_type.is_json());
         self.upstreams
             .read_on_leader(&req.key, |channel| {
                 let request = &request;
                 async move {
-                    match super::reads::read_streamed(channel, request, streams).await? {
-                        Ok((encoded_view, first, rest)) => {
-                            Ok((wire::read_view(pb::ReadChunk { encoded_view, chunks: first })?, Some(rest)))
-                        }
+                    match super::reads::read_streamed(channel, request, streamed).await? {
+                        Ok((view, first, rest)) => Ok((ReadView { chunks: first, ..view }, Some(rest))),
                         Err(answer) => Ok((view_of(answer)?, None)),
                     }
                 }
@@ -289,14 +287,7 @@ fn read_request(upstreams: &Upstreams, req: &ReadStream) -> pb::ReadRequest {
 
 /// The view of a read's reply, its chunks whole.
 fn view_of(answer: ReadAnswer) -> Result<ReadView, CallError> {
-    let reply = match answer {
-        ReadAnswer::View { encoded_view, chunks } => {
-            let chunks = chunks.into_iter().map(super::reads::joined).collect();
-            return Ok(wire::read_view(pb::ReadChunk { encoded_view, chunks })?);
-        }
-        ReadAnswer::Reply(reply) => reply,
-    };
-    match reply.result {
+    match answer.into_reply().result {
         Some(pb::read_reply::Result::View(chunk)) => Ok(wire::read_view(chunk)?),
         Some(pb::read_reply::Result::Failure(f)) => Err(refused(f)),
         None => Err(CallError::Broken(Broken::Empty)),

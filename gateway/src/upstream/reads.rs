@@ -85,24 +85,21 @@ pub async fn read(channel: ReadChannel, request: &pb::ReadRequest) -> Result<Rea
     Ok(answering.parser.finish().map_err(|e| Status::internal(format!("a read answer: {e}")))?)
 }
 
-/// A read answered as it arrives: the view's encoded part, the chunk bytes
-/// read with it, and the rest as it comes; when `streams` says the view's
-/// answer may go out that way. Otherwise (or for a reply that is no view)
-/// the whole reply, as `read` gives it.
-pub async fn read_streamed(
+/// A read answered as it arrives: what `streamed` makes of the view's
+/// encoded part, the chunk bytes read with it, and the rest as it comes,
+/// when `streamed` says the answer may go out that way (`Some`). Otherwise,
+/// or for a reply that is no view, the whole reply as `read` gives it.
+pub async fn read_streamed<V>(
     channel: ReadChannel,
     request: &pb::ReadRequest,
-    streams: impl FnOnce(&[u8]) -> bool,
-) -> Result<Result<(Bytes, Vec<Bytes>, ReadRest), ReadAnswer>, CallError> {
+    streamed: impl FnOnce(&[u8]) -> Option<V>,
+) -> Result<Result<(V, Vec<Bytes>, ReadRest), ReadAnswer>, CallError> {
     let mut answering = call(channel, request).await?;
     let mut more = true;
     while more && answering.parser.view().is_none() {
         more = answering.next_frame().await?;
     }
-    if let Some(view) = answering.parser.view().map(Bytes::copy_from_slice)
-        && more
-        && streams(&view)
-    {
+    if more && let Some(view) = answering.parser.view().and_then(streamed) {
         let first = answering.parser.stream_from_here();
         return Ok(Ok((view, first, rest(answering))));
     }
@@ -146,13 +143,5 @@ fn failed(headers: &http::HeaderMap) -> Result<(), Status> {
     match Status::from_header_map(headers) {
         Some(status) if status.code() != tonic::Code::Ok => Err(status),
         _ => Ok(()),
-    }
-}
-
-/// A chunk as one buffer: itself when it came in one piece.
-pub fn joined(pieces: Vec<Bytes>) -> Bytes {
-    match <[Bytes; 1]>::try_from(pieces) {
-        Ok([one]) => one,
-        Err(many) => many.concat().into(),
     }
 }
