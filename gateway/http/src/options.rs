@@ -70,10 +70,12 @@ impl Cors {
     }
 
     /// The `Access-Control-Allow-Origin` for a request from `origin`.
-    pub fn allow(&self, origin: Option<&str>) -> Option<String> {
+    pub fn allow(&self, origin: Option<&str>) -> Option<http::HeaderValue> {
         match self {
-            Cors::AnyOrigin => Some("*".into()),
-            Cors::Origins(list) => origin.filter(|o| list.iter().any(|l| l == o)).map(str::to_string),
+            Cors::AnyOrigin => Some(http::HeaderValue::from_static("*")),
+            Cors::Origins(list) => {
+                origin.filter(|o| list.iter().any(|l| l == o)).and_then(|o| http::HeaderValue::from_str(o).ok())
+            }
             Cors::Off => None,
         }
     }

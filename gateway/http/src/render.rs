@@ -106,14 +106,23 @@ const CROSS_ORIGIN_RESOURCE_POLICY: header::HeaderName =
 
 /// Headers on every answer: browser security (base protocol §10.7) and the
 /// node's permissive CORS.
+///
+/// CORS headers go on answers to requests that carry `Origin` (a browser
+/// always sends it on a cross-origin request) and on every answer a cache
+/// may keep, which a browser may later be served without its request
+/// reaching us. A `no-store` answer to a request without `Origin` (a
+/// server-side client's append) needs none: two headers fewer on the
+/// answer the busiest clients parse most.
 pub fn add_common_headers(response: &mut Answer, cors: &Cors, origin: Option<&str>) {
     let h = response.headers_mut();
     // Every answer is `no-store` unless its handler said more (SSE adds
     // `no-cache`); a gateway may relax marked immutable answers.
-    h.entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
+    let no_store = HeaderValue::from_static("no-store");
+    let storable = *h.entry(header::CACHE_CONTROL).or_insert(no_store.clone()) != no_store;
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     h.insert(CROSS_ORIGIN_RESOURCE_POLICY, HeaderValue::from_static("cross-origin"));
-    if let Some(allowed) = cors.allow(origin).and_then(|a| HeaderValue::from_str(&a).ok()) {
+    let wanted = origin.is_some() || storable;
+    if let Some(allowed) = cors.allow(origin).filter(|_| wanted) {
         h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, allowed);
         // Continuations travel in headers; `*` holds only without credentials.
         h.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static("*"));
@@ -207,5 +216,40 @@ mod tests {
         let broken: ReadRest = Box::pin(futures_util::stream::iter(vec![piece("b"), Err(()), piece("c")]));
         let body = super::streamed(vec![Bytes::from_static(b"a")], broken);
         assert_eq!(body.collect().await.expect("a body").to_bytes(), "ab", "nothing after the break");
+    }
+
+    #[test]
+    fn cors_headers_go_where_a_browser_may_read_the_answer() {
+        use http::HeaderValue;
+
+        use crate::Cors;
+        let app = "https://app.example";
+        let origins = Cors::Origins(vec![app.to_string()]);
+        // (policy, request Origin, the handler's Cache-Control, Access-Control-Allow-Origin sent)
+        let cases: [(&Cors, Option<&str>, Option<&str>, Option<&str>); 8] = [
+            (&Cors::AnyOrigin, Some(app), None, Some("*")),
+            // A server-side client's no-store answer: no CORS at all.
+            (&Cors::AnyOrigin, None, None, None),
+            (&Cors::AnyOrigin, None, Some("no-store"), None),
+            // A cache may hand this answer to a browser later.
+            (&Cors::AnyOrigin, None, Some("public, max-age=31536000, immutable"), Some("*")),
+            (&Cors::AnyOrigin, None, Some("no-cache"), Some("*")),
+            (&origins, Some(app), None, Some(app)),
+            (&origins, Some("https://elsewhere.example"), None, None),
+            (&Cors::Off, Some(app), Some("no-cache"), None),
+        ];
+        for (policy, origin, cache_control, expected) in cases {
+            let mut answer = super::finish(super::builder(http::StatusCode::NO_CONTENT), super::empty());
+            if let Some(value) = cache_control {
+                answer.headers_mut().insert(http::header::CACHE_CONTROL, HeaderValue::from_static(value));
+            }
+            super::add_common_headers(&mut answer, policy, origin);
+            let h = answer.headers();
+            let case = format!("{origin:?} {cache_control:?}");
+            assert_eq!(h.get("access-control-allow-origin").and_then(|v| v.to_str().ok()), expected, "{case}");
+            assert_eq!(h.contains_key("access-control-expose-headers"), expected.is_some(), "{case}");
+            assert_eq!(h.get("cache-control").and_then(|v| v.to_str().ok()), Some(cache_control.unwrap_or("no-store")));
+            assert_eq!(h.get("x-content-type-options").and_then(|v| v.to_str().ok()), Some("nosniff"), "{case}");
+        }
     }
 }
