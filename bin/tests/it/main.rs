@@ -123,6 +123,8 @@ mod gateway_live;
 
 // `ursula gateway` bodies: the shared body budget and its headroom, slow-body cuts.
 mod gateway_bodies;
+// A read streamed through a gateway whose voter link breaks mid-answer.
+mod gateway_reads;
 // A gateway's append batches (issue 24).
 mod gateway_batches;
 
