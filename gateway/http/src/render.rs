@@ -226,8 +226,7 @@ mod tests {
         let app = "https://app.example";
         let origins = Cors::Origins(vec![app.to_string()]);
         // (policy, request Origin, the handler's Cache-Control, Access-Control-Allow-Origin sent)
-        type Case<'a> = (&'a Cors, Option<&'a str>, Option<&'a str>, Option<&'a str>);
-        let cases: [Case; 8] = [
+        let cases = [
             (&Cors::AnyOrigin, Some(app), None, Some("*")),
             // A server-side client's no-store answer: no CORS at all.
             (&Cors::AnyOrigin, None, None, None),
