@@ -8,7 +8,6 @@ use std::future::Future;
 use std::pin::Pin;
 
 use bytes::Bytes;
-use futures_util::FutureExt;
 use http::{Request, Response};
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
@@ -24,20 +23,37 @@ pub fn service<B: Backend>(
     surface: Surface<B>,
     routes: Routes,
     reads: crate::raw_read::RawReads,
-) -> impl Fn(Request<Incoming>) -> Pin<Box<dyn Future<Output = Response<PlaneBody>> + Send>> + Clone + Send + Sync + 'static
-{
+) -> impl Fn(Request<Incoming>) -> PlaneFuture + Clone + Send + Sync + 'static {
     move |req: Request<Incoming>| {
-        // One box per plane, each holding its handler's future and no
-        // wrapper state beside it: the box is allocated and the future moved
-        // into it on every request, and async wrappers around a future keep
-        // copies of their arguments next to it. The HTTP surface lends its handler
-        // what it needs (no clone per request); gRPC clones its routes.
-        let answer: Pin<Box<dyn Future<Output = Response<PlaneBody>> + Send>> = if is_grpc(&req) {
-            Box::pin(grpc(routes.clone(), reads.clone(), req).map(|answer| answer.map(PlaneBody::Grpc)))
+        // One box per plane, each holding its handler's future and nothing
+        // beside it: the future is moved into the box on every request (a
+        // wrapper around it would be one more move of some kilobytes). The
+        // HTTP surface lends its handler what it needs (no clone per
+        // request); gRPC clones its routes.
+        if is_grpc(&req) {
+            PlaneFuture::Grpc(Box::pin(grpc(routes.clone(), reads.clone(), req)))
         } else {
-            Box::pin(surface.handle(req).map(|answer| answer.map(PlaneBody::Http)))
-        };
-        answer
+            PlaneFuture::Http(Box::pin(surface.handle(req)))
+        }
+    }
+}
+
+type Boxed<T> = Pin<Box<dyn Future<Output = Response<T>> + Send>>;
+
+/// An answer of either plane on its way.
+pub enum PlaneFuture {
+    Http(Boxed<ursula_http::render::Body>),
+    Grpc(Boxed<GrpcBody>),
+}
+
+impl Future for PlaneFuture {
+    type Output = Response<PlaneBody>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        match self.get_mut() {
+            PlaneFuture::Http(f) => f.as_mut().poll(cx).map(|answer| answer.map(PlaneBody::Http)),
+            PlaneFuture::Grpc(f) => f.as_mut().poll(cx).map(|answer| answer.map(PlaneBody::Grpc)),
+        }
     }
 }
 

@@ -30,6 +30,10 @@ pub const OCTET_STREAM: &str = "application/octet-stream";
 impl ContentType {
     /// Normalizes a header value; `None` when it is not `type/subtype[; params]`.
     pub fn parse(raw: &str) -> Option<ContentType> {
+        // Most requests name a common type already in normal form: no allocation.
+        if let Some(common) = COMMON.iter().find(|c| **c == raw) {
+            return Some(ContentType(Cow::Borrowed(common)));
+        }
         let mut parts = raw.split(';');
         let essence = parts.next()?.trim().to_ascii_lowercase();
         let (kind, sub) = essence.split_once('/')?;
@@ -93,6 +97,17 @@ fn is_token(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_common_types_are_already_in_normal_form() {
+        // `parse` answers a common type as it came: it must be what the
+        // normalization makes of it.
+        for common in COMMON {
+            let upper = common.to_ascii_uppercase().replace("; ", " ;  ");
+            assert_eq!(ContentType::parse(&upper).as_ref().map(ContentType::as_str), Some(*common));
+            assert!(matches!(ContentType::parse(common), Some(ContentType(Cow::Borrowed(c))) if c == *common));
+        }
+    }
 
     #[test]
     fn normalizes_case_and_parameter_spacing() {
