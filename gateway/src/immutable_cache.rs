@@ -109,7 +109,9 @@ impl ImmutableCache {
         let Ok(collected) = body.collect().await;
         let body = collected.to_bytes();
         if body.len() <= MAX_ENTRY_BYTES {
-            self.entries.insert(key, Arc::new(Entry { headers: parts.headers.clone(), body: body.clone() }));
+            let mut headers = parts.headers.clone();
+            render::remove_cors_headers(&mut headers);
+            self.entries.insert(key, Arc::new(Entry { headers, body: body.clone() }));
         }
         Answer::from_parts(parts, render::full(body))
     }

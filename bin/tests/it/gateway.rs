@@ -171,12 +171,26 @@ async fn a_gateway_answers_cors_for_listed_origins_and_applies_its_body_limit() 
         assert_eq!(a.header(name), b.header(name), "{name}");
     }
     a.expect_header("access-control-allow-origin", app).expect_no_header("access-control-allow-credentials");
-
     // The gateway's own limit: applied, named on the 413 and on HEAD.
     let big = listed.post(path).content_type(TEXT).body("x".repeat(1001)).send().await;
     big.expect(413).expect_header("ursula-max-request-bytes", "1000");
     listed.head(path).send().await.expect(200).expect_header("ursula-max-request-bytes", "1000");
     listed.post(path).content_type(TEXT).body("x".repeat(1000)).send().await.expect(204);
+
+    // An immutable answer kept by the gateway's cache answers each origin as
+    // a fresh one would: the first origin's CORS headers are not replayed.
+    listed.close(path).await;
+    let token = listed.incarnation(path).await;
+    let chunk = format!("{path}/incarnation/{token}/chunk/{}", crate::support::offset(0));
+    let kept = listed.get(&chunk).header("origin", app).send().await;
+    kept.expect(200).expect_header("stream-immutable", "true").expect_header("access-control-allow-origin", app);
+    let replayed = listed.get(&chunk).header("origin", "https://evil.example").send().await;
+    replayed
+        .expect(200)
+        .expect_no_header("access-control-allow-origin")
+        .expect_no_header("access-control-expose-headers");
+    assert_eq!(replayed.headers.get_all("vary").iter().count(), 1, "one Vary: origin, not one per replay");
+    listed.get(&chunk).header("origin", app).send().await.expect(200).expect_header("access-control-allow-origin", app);
 
     let (status, stderr) =
         crate::support::run_to_exit(&gateway_args(&layout, &["--max-request-body-bytes", "33554433"]));

@@ -122,13 +122,26 @@ pub fn add_common_headers(response: &mut Answer, cors: &Cors, origin: Option<&st
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     h.insert(CROSS_ORIGIN_RESOURCE_POLICY, HeaderValue::from_static("cross-origin"));
     let wanted = origin.is_some() || storable;
-    if let Some(allowed) = cors.allow(origin).filter(|_| wanted) {
+    if wanted && let Some(allowed) = cors.allow(origin) {
         h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, allowed);
         // Continuations travel in headers; `*` holds only without credentials.
         h.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static("*"));
     }
     if matches!(cors, Cors::Origins(_)) {
         h.append(header::VARY, HeaderValue::from_static("origin"));
+    }
+}
+
+/// The headers `add_common_headers` chose for one request's `Origin`,
+/// taken off an answer kept to be served again (the gateway's immutable
+/// cache): each later request gets its own from `add_common_headers`.
+pub fn remove_cors_headers(headers: &mut http::HeaderMap) {
+    headers.remove(header::ACCESS_CONTROL_ALLOW_ORIGIN);
+    headers.remove(header::ACCESS_CONTROL_EXPOSE_HEADERS);
+    let others: Vec<HeaderValue> = headers.get_all(header::VARY).iter().filter(|v| *v != "origin").cloned().collect();
+    headers.remove(header::VARY);
+    for value in others {
+        headers.append(header::VARY, value);
     }
 }
 
@@ -251,5 +264,21 @@ mod tests {
             assert_eq!(h.get("cache-control").and_then(|v| v.to_str().ok()), Some(cache_control.unwrap_or("no-store")));
             assert_eq!(h.get("x-content-type-options").and_then(|v| v.to_str().ok()), Some("nosniff"), "{case}");
         }
+    }
+
+    #[test]
+    fn a_kept_answer_loses_only_the_cors_headers_of_its_request() {
+        use http::HeaderValue;
+        let mut answer = super::finish(super::builder(http::StatusCode::OK), super::empty());
+        answer.headers_mut().insert(http::header::VARY, HeaderValue::from_static("accept-encoding"));
+        let origins = crate::Cors::Origins(vec!["https://app.example".to_string()]);
+        super::add_common_headers(&mut answer, &origins, Some("https://app.example"));
+        let h = answer.headers_mut();
+        assert_eq!(h.get_all(http::header::VARY).iter().count(), 2);
+        super::remove_cors_headers(h);
+        assert!(!h.contains_key("access-control-allow-origin") && !h.contains_key("access-control-expose-headers"));
+        let vary: Vec<_> = h.get_all(http::header::VARY).iter().collect();
+        assert_eq!(vary, ["accept-encoding"]);
+        assert_eq!(h.get("x-content-type-options").map(|v| v.as_bytes()), Some(&b"nosniff"[..]));
     }
 }
