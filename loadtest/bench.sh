@@ -11,7 +11,7 @@
 #           cluster8 cluster32 (issue 6), gateway8 gwcatchup gwchunks (issue 8),
 #           coldcatchup coldappend (issue 7), gwauth8 gwauth32 (issue 18),
 #           coldcached coldahead gwbody1m gwbody8m gwbody1mcold gwbody8mcold hotmem
-#           gwcatchup256 elections (issue 24),
+#           gwcatchup256 elections gwnode32 (issue 24),
 #           peer32 peer8 peercatchup peeridle (issue 24; needs PEER_BIN,
 #           `durable-streams-server` from `cargo install durable-streams --version 0.1.5`),
 #           gwquota8 gwquota32 (issue 19), voters8 voters32 (issue 20),
@@ -172,6 +172,24 @@ run_voters() {
     --url "$ugc" --path-template '/bench/{name}' --label voters-gw --server-pid "$pc" \
     --url "$us" --path-template '/bench/{name}' --label single --server-pid "$ps" \
     --url "$uc" --path-template '/bench/{name}' --label voters --server-pid "$pc" \
+    "$@"
+  stop_all "$name"
+}
+
+# run_gwnode NAME SCENARIO...: one durable node (fsync=never) reached
+# directly and through a gateway in front of it, nothing else running
+# (issue 24 #1; `voters32` measures the same pair beside an idle
+# three-voter cluster, whose ticks and heartbeats take a share of the cores).
+run_gwnode() {
+  local name="$1"; shift
+  start_ours direct --config "$(raft_config "$name" never)"; local ud="$last_url" pd="$last_pid"
+  "$ursula" gateway --listen 127.0.0.1:0 --upstream "$ud" >"$out/$name-gw.log" 2>&1 &
+  local pg=$!; pids+=("$pg")
+  local ug; ug=$(wait_url "$out/$name-gw.log" "ursula gateway listening on")
+  sleep 1
+  compare "$name" \
+    --url "$ud" --path-template '/bench/{name}' --label direct --server-pid "$pd" \
+    --url "$ug" --path-template '/bench/{name}' --label gateway --server-pid "$pg" \
     "$@"
   stop_all "$name"
 }
@@ -429,6 +447,7 @@ for t in "${targets[@]}"; do
     cluster32) run_cluster cluster32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
     # Issue 20: three voters on openraft 0.10 against one durable node, through gateways and direct.
     voters8) run_voters voters8 append --streams 8 --writers 8 --bytes 256 --duration 5 --rounds 3 ;;
+    gwnode32) run_gwnode gwnode32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
     voters32) run_voters voters32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
     otel8) run_otel otel8 append --streams 8 --writers 8 --bytes 256 --duration 5 --rounds 3 ;;
     otel32) run_otel otel32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
