@@ -121,9 +121,26 @@ run_engines() {
     --url "$ua" --path-template '/bench/{name}' --label "$la" --server-pid "$pa" \
     --url "$ub" --path-template '/bench/{name}' --label "$lb" --server-pid "$pb" \
     "$@"
+  cold_state "$name" "$la" "$ua" "$lb" "$ub"
   kill "$pa" "$pb" 2>/dev/null || true
   wait "$pa" "$pb" 2>/dev/null || true
   pids=()
+}
+
+# cold_state NAME LABEL URL...: what each node with a cold tier flushed and
+# fetched, and the hot bytes it still holds, into NAME's table. A node whose
+# flush had not finished when the reads began was read partly hot (fewer
+# bytes fetched than read): such a figure is not a cold one.
+cold_state() {
+  local name="$1" label url metrics; shift
+  while [ $# -ge 2 ]; do
+    label="$1" url="$2"; shift 2
+    metrics=$(node -e 'fetch(process.argv[1]).then((r) => r.json()).then((m) => {
+      if (!("cold_bytes_flushed" in m)) return
+      console.log(["cold_bytes_flushed", "cold_bytes_fetched", "hot_bytes"].map((k) => `${k}=${m[k]}`).join(" "))
+    }, () => {})' "$url/__ursula/metrics")
+    [ -z "$metrics" ] || echo "cold state of $label: $metrics" | tee -a "$out/$name.txt"
+  done
 }
 
 # run_cluster NAME SCENARIO...: a single durable node against a three-voter
