@@ -178,9 +178,7 @@ run_voters() {
   "$root/scripts/cluster-up.sh" "$ursula" "$out/cluster-$name"
   local uc pc
   uc="$(head -n 1 "$out/cluster-$name/urls")"; pc="$(head -n 1 "$out/cluster-$name/pids")"
-  "$ursula" gateway --listen 127.0.0.1:0 --upstream "$us" >"$out/$name-gw-single.log" 2>&1 &
-  local pgs=$!; pids+=("$pgs")
-  local ugs; ugs=$(wait_url "$out/$name-gw-single.log" "ursula gateway listening on")
+  launch_gateway "$name-gw-single" --upstream "$us"; local ugs="$last_url"
   start_gateway "$name-gw-cluster" "$out/cluster-$name"; local ugc="$last_url" pgc="$last_pid"
   # The balancer spreads the fresh cluster's leaderships; the gateways find their upstreams.
   sleep 3
@@ -200,9 +198,7 @@ run_voters() {
 run_gwnode() {
   local name="$1"; shift
   start_ours direct --config "$(raft_config "$name" never)"; local ud="$last_url" pd="$last_pid"
-  "$ursula" gateway --listen 127.0.0.1:0 --upstream "$ud" >"$out/$name-gw.log" 2>&1 &
-  local pg=$!; pids+=("$pg")
-  local ug; ug=$(wait_url "$out/$name-gw.log" "ursula gateway listening on")
+  launch_gateway "$name-gw" --upstream "$ud"; local ug="$last_url" pg="$last_pid"
   sleep 1
   compare "$name" \
     --url "$ud" --path-template '/bench/{name}' --label direct --server-pid "$pd" \
@@ -271,7 +267,14 @@ start_gateway() {
   local label="$1" dir="$2"; shift 2
   local ups=()
   while read -r u; do ups+=(--upstream "$u"); done <"$dir/urls"
-  "$ursula" gateway --listen 127.0.0.1:0 "${ups[@]}" "$@" >"$out/$label.log" 2>&1 &
+  launch_gateway "$label" "${ups[@]}" "$@"
+}
+
+# launch_gateway LABEL ARG...: `ursula gateway` with ARGs (its upstreams
+# among them); sets last_url and last_pid.
+launch_gateway() {
+  local label="$1"; shift
+  "$ursula" gateway --listen 127.0.0.1:0 "$@" >"$out/$label.log" 2>&1 &
   last_pid=$!
   pids+=("$last_pid")
   last_url=$(wait_url "$out/$label.log" "ursula gateway listening on")

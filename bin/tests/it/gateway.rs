@@ -171,6 +171,7 @@ async fn a_gateway_answers_cors_for_listed_origins_and_applies_its_body_limit() 
         assert_eq!(a.header(name), b.header(name), "{name}");
     }
     a.expect_header("access-control-allow-origin", app).expect_no_header("access-control-allow-credentials");
+
     // The gateway's own limit: applied, named on the 413 and on HEAD.
     let big = listed.post(path).content_type(TEXT).body("x".repeat(1001)).send().await;
     big.expect(413).expect_header("ursula-max-request-bytes", "1000");
