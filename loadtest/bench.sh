@@ -17,6 +17,8 @@
 #           gwquota8 gwquota32 (issue 19), voters8 voters32 (issue 20),
 #           otel8 otel32 offcost8 offcost32 (issue 23; offcost* needs
 #           URSULA_BASE_BIN, a build of an earlier commit to compare with)
+# LEADERS=one gives every group of voters8/voters32's cluster to node 1 (its
+# balancer off) instead of spreading the leaderships.
 # URSULA_BIN and LOADTEST_BIN override the binaries (e.g. copies of a build
 # that later builds must not replace mid-run). URSULA_GROUPS sets
 # raft.group_count on every Raft node a target starts (default: the spec's
@@ -175,7 +177,12 @@ run_voters() {
   local name="$1"; shift
   start_ours single --config "$(raft_config "$name" never)"; local us="$last_url" ps="$last_pid"
   rm -rf "$out/cluster-$name"
-  "$root/scripts/cluster-up.sh" "$ursula" "$out/cluster-$name"
+  if [ "${LEADERS:-}" = one ]; then
+    "$root/scripts/cluster-up.sh" "$ursula" "$out/cluster-$name" '[governance.leadership_balance]\nenabled = false\n'
+    lead_from_node1 "$out/cluster-$name"
+  else
+    "$root/scripts/cluster-up.sh" "$ursula" "$out/cluster-$name"
+  fi
   local uc pc
   uc="$(head -n 1 "$out/cluster-$name/urls")"; pc="$(head -n 1 "$out/cluster-$name/pids")"
   launch_gateway "$name-gw-single" --upstream "$us"; local ugs="$last_url"
@@ -188,7 +195,52 @@ run_voters() {
     --url "$us" --path-template '/bench/{name}' --label single --server-pid "$ps" \
     --url "$uc" --path-template '/bench/{name}' --label voters --server-pid "$pc" \
     "$@"
+  leaders_of "$out/cluster-$name" | tee -a "$out/$name.txt"
   stop_all "$name"
+}
+
+# lead_from_node1 CLUSTER_DIR: every group's leadership handed to node 1
+# through the other voters' admin planes (LEADERS=one: issue 20 asks how
+# leaderships spread over three processes on two cores move the figures).
+lead_from_node1() {
+  python3 - "$1" <<'PY'
+import json, re, sys, time, urllib.request
+d = sys.argv[1]
+admin = {}
+for i in (1, 2, 3):
+    admin[i] = re.search(r'admin_listen = "([^"]+)"', open(f"{d}/n{i}.toml").read()).group(1)
+def metrics(i):
+    return json.load(urllib.request.urlopen(f"http://{admin[i]}/__ursula/metrics"))
+for _ in range(50):
+    moved = 0
+    for i in (2, 3):
+        m = metrics(i)
+        for g in m["raft_groups"]:
+            if g["current_leader"] == i:
+                req = urllib.request.Request(f"http://{admin[i]}/__ursula/raft/{g['raft_group_id']}/leader/transfer/1",
+                                             method="POST", headers={"x-ursula-process-incarnation": m["process_incarnation"]})
+                try:
+                    urllib.request.urlopen(req).read()
+                except Exception:
+                    pass
+                moved += 1
+    if moved == 0:
+        break
+    time.sleep(0.5)
+PY
+}
+
+# leaders_of CLUSTER_DIR: how many groups each voter leads, as node 1 sees
+# them (printed after a run: the leaderships the figures were measured with).
+leaders_of() {
+  python3 - "$1" <<'PY'
+import collections, json, re, sys, urllib.request
+d = sys.argv[1]
+a = re.search(r'admin_listen = "([^"]+)"', open(f"{d}/n1.toml").read()).group(1)
+m = json.load(urllib.request.urlopen(f"http://{a}/__ursula/metrics"))
+c = collections.Counter(g["current_leader"] for g in m["raft_groups"])
+print("leaders by node:", dict(sorted(c.items())))
+PY
 }
 
 # run_gwnode NAME SCENARIO...: one durable node (fsync=never) reached
