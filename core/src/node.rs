@@ -208,6 +208,11 @@ async fn serve<E: GroupEngine>(
     }
     let workers = ursula_http::Workers { count: options.workers, cpus };
     let started = start_line(config, &options.cluster_id, me.node_id);
+    if config.tokio_console {
+        tracing::warn!(
+            "observability.tokio_console is set, but this binary is built without Tokio console: nothing listens for one"
+        );
+    }
     let surface =
         Surface::new(backend, options, Arc::new(PlainFrontDoor { pace: config.body_pace, inflight: Some(inflight) }));
     surface.publish_metrics();

@@ -21,6 +21,10 @@ trap 'rm -rf "$work"' EXIT
 root="$work/context/root"
 mkdir -p "$root/usr/local/bin" "$root/var/lib/ursula" "$root/etc/ursula" "$root/tmp"
 cp "$bin_dir/ursula" "$bin_dir/ursulactl" "$root/usr/local/bin/"
+# The default configuration (spec/03's `docker run`), and a /tmp the
+# non-root user may write its temporary WAL into.
+cp deploy/configs/container.toml "$root/etc/ursula/ursula.toml"
+chmod 1777 "$root/tmp"
 
 # Every library either binary needs, at the path the loader looks for it.
 for bin in ursula ursulactl; do
@@ -64,10 +68,15 @@ assert config.get("User") == "10001:10001", config.get("User")
 assert set(config.get("ExposedPorts", {})) == {"4437/tcp", "4439/tcp"}, config.get("ExposedPorts")
 assert "/var/lib/ursula" in config.get("Volumes", {}), config.get("Volumes")
 assert config.get("Entrypoint") == ["/usr/local/bin/ursula"], config.get("Entrypoint")
+assert config.get("Cmd") == ["--config", "/etc/ursula/ursula.toml"], config.get("Cmd")
+tmp_modes = []
 for layer in manifest["layers"]:
     with tarfile.open(blob(layer["digest"])) as t:
+        tmp_modes += [m.mode for m in t.getmembers() if m.name.strip("./") == "tmp"]
         t.extractall(out, filter="tar")
-print("image config: user 10001, ports 4437 and 4439, volume /var/lib/ursula, entrypoint ursula")
+# The default config's temporary WAL goes under /tmp, as user 10001.
+assert tmp_modes and tmp_modes[-1] & 0o1777 == 0o1777, [oct(m) for m in tmp_modes]
+print("image config: user 10001, ports 4437 and 4439, volume /var/lib/ursula, entrypoint ursula, /tmp 1777")
 EOF
 
 fs="$work/fs"
@@ -88,4 +97,11 @@ in_image ursula config check --node-id 1 "$conf" >/dev/null
 echo "ursula config check (from the image) accepts deploy/configs/voter.toml"
 in_image ursula gateway --check --upstream http://10.0.0.1:4437 >/dev/null
 echo "ursula gateway --check (from the image) runs"
+# With nothing mounted the image runs its own /etc/ursula/ursula.toml: a
+# single Raft node on every interface, its WAL in a temporary directory.
+default="$(in_image ursula config check "$fs/etc/ursula/ursula.toml")"
+for want in 'listen: 0.0.0.0:4437' 'engine: Raft(' 'peers: []' 'path: None'; do
+  grep -qF "$want" <<<"$default" || { echo "the image's default config lacks: $want" >&2; echo "$default" >&2; exit 1; }
+done
+echo "the image's default config (no mount) is a single Raft node on 0.0.0.0:4437 with a temporary WAL"
 echo "image check passed"

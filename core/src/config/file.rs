@@ -22,6 +22,16 @@ pub struct FileConfig {
     pub storage: StorageSection,
     #[serde(default)]
     pub governance: GovernanceSection,
+    #[serde(default)]
+    pub observability: ObservabilitySection,
+}
+
+/// `[observability]` (spec/07, "Server and runtime").
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObservabilitySection {
+    /// Tokio console, in a binary built with the feature (this one is not).
+    pub tokio_console: Option<bool>,
 }
 
 /// `[governance]`: how the voters share the work of leading.
@@ -76,6 +86,8 @@ pub struct ColdSection {
     pub flush_size: Option<ByteSize>,
     pub flush_max_concurrency: Option<usize>,
     pub max_hot_size_per_group: Option<ByteSize>,
+    /// `0` (also unquoted) disables the age flush.
+    #[serde(default, deserialize_with = "duration_or_zero")]
     pub flush_max_hot_age: Option<String>,
     /// Ours: bytes of fetched cold spans kept for repeated reads.
     pub cache_size: Option<ByteSize>,
@@ -85,6 +97,26 @@ pub struct ColdSection {
     pub parts_grace: Option<String>,
     #[serde(default)]
     pub s3: S3Section,
+}
+
+/// A duration key whose `0` disables what it times: the spec writes that
+/// `0` bare, so an unquoted `0` reads as `"0"`; any other bare number
+/// needs its unit.
+fn duration_or_zero<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Written {
+        Text(String),
+        Number(i64),
+    }
+    match Option::<Written>::deserialize(d)? {
+        None => Ok(None),
+        Some(Written::Text(t)) => Ok(Some(t)),
+        Some(Written::Number(0)) => Ok(Some("0".into())),
+        Some(Written::Number(n)) => {
+            Err(serde::de::Error::custom(format!("{n} needs a unit: a duration such as \"5m\", or 0 to disable")))
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -159,6 +191,8 @@ pub struct RaftSection {
     /// A group's proposed, unapplied write bytes (`64MiB`).
     pub max_uncommitted_size_per_group: Option<ByteSize>,
     pub snapshot_backstop_logs: Option<u64>,
+    pub snapshot_build_max_concurrency: Option<usize>,
+    pub snapshot_pressure_max_groups_per_tick: Option<usize>,
     pub init_membership_per_group: Option<bool>,
     pub install_snapshot_timeout: Option<String>,
     /// Ours: a leader's heartbeat period (`100ms`).

@@ -29,22 +29,46 @@ impl FromStr for Preset {
     }
 }
 
+/// One sized preset's TOML layer.
+macro_rules! sized {
+    ($groups:literal, $cache:literal, $flush:literal, $writes:literal, $caps:literal, $bodies:literal) => {
+        concat!(
+            "[server]\nhttp_inflight_body_size = \"",
+            $bodies,
+            "\"\n[raft]\ngroup_count = ",
+            $groups,
+            "\nmax_uncommitted_size_per_group = \"",
+            $caps,
+            "\"\n[storage.cold]\ncache_size = \"",
+            $cache,
+            "\"\nflush_size = \"",
+            $flush,
+            "\"\nflush_max_concurrency = ",
+            $writes,
+            "\nmax_hot_size_per_group = \"",
+            $caps,
+            "\"\n"
+        )
+    };
+}
+
 impl Preset {
     /// `default` and `dev` run the in-memory engine without Raft.
     pub fn in_memory(self) -> bool {
         matches!(self, Preset::Default | Preset::Dev)
     }
 
-    /// The preset's layer: the group count of each size, and the smaller
-    /// body budget of `tiny` and `small` (every other key keeps its
-    /// documented default).
+    /// The preset's layer (spec/07's table): groups, cold cache, cold flush
+    /// size, cold writes in flight, the hot and admission caps per group
+    /// and the HTTP in-flight body budget of each size. The cold keys take
+    /// effect only with a cold backend.
     pub fn layer(self) -> &'static str {
         match self {
             Preset::Default | Preset::Dev => "",
-            Preset::Tiny => "[server]\nhttp_inflight_body_size = \"64MiB\"\n[raft]\ngroup_count = 64\n",
-            Preset::Small => "[server]\nhttp_inflight_body_size = \"64MiB\"\n[raft]\ngroup_count = 128\n",
-            Preset::Standard => "[raft]\ngroup_count = 256\n",
-            Preset::Large => "[raft]\ngroup_count = 512\n",
+            Preset::Tiny => sized!(64, "64MiB", "4MiB", 2, "8MiB", "64MiB"),
+            Preset::Small => sized!(128, "64MiB", "4MiB", 2, "16MiB", "64MiB"),
+            Preset::Standard => sized!(256, "256MiB", "8MiB", 4, "64MiB", "256MiB"),
+            Preset::Large => sized!(512, "512MiB", "16MiB", 8, "128MiB", "512MiB"),
         }
     }
 }

@@ -47,6 +47,33 @@ fn file_wins_over_preset_and_preset_over_defaults() {
     }
 }
 
+/// spec/07's preset table, row by row: groups, cold cache, cold flushes,
+/// cold writes, hot and admission caps, HTTP in-flight body budget.
+#[test]
+fn each_sized_preset_sets_the_documented_defaults() {
+    const MIB: u64 = ByteSize::MIB;
+    let rows = [
+        (Preset::Tiny, 64, 64 * MIB, 4 * MIB, 2, 8 * MIB, 64 * MIB),
+        (Preset::Small, 128, 64 * MIB, 4 * MIB, 2, 16 * MIB, 64 * MIB),
+        (Preset::Standard, 256, 256 * MIB, 8 * MIB, 4, 64 * MIB, 256 * MIB),
+        (Preset::Large, 512, 512 * MIB, 16 * MIB, 8, 128 * MIB, 512 * MIB),
+    ];
+    let cold = "[storage.cold]\nbackend = \"memory\"\n";
+    for (preset, groups, cache, flush, writes, caps, bodies) in rows {
+        let c = cfg(Some(preset), cold, &CliOverrides::default()).expect("valid");
+        let k = c.cold.as_ref().expect("a cold backend");
+        let got = (c.group_count, k.cache_size, k.flush_size, k.flush_max_concurrency, k.max_hot_size_per_group);
+        assert_eq!(got, (groups, cache, flush, writes, caps), "{preset:?}");
+        assert_eq!(c.admission.uncommitted_bytes_per_group, caps, "{preset:?}");
+        assert_eq!(c.admission.inflight_body_bytes, bodies, "{preset:?}");
+    }
+    // The file still wins, and without a cold backend the cold keys rest.
+    let c = cfg(Some(Preset::Tiny), "[storage.cold]\nbackend = \"memory\"\nflush_size = \"1MiB\"\n", &CliOverrides::default())
+        .expect("valid");
+    assert_eq!(c.cold.expect("cold").flush_size, MIB);
+    assert!(cfg(Some(Preset::Large), "", &CliOverrides::default()).expect("valid").cold.is_none());
+}
+
 #[test]
 fn engine_choice_follows_the_spec() {
     let none = CliOverrides::default();
@@ -104,9 +131,11 @@ fn peers_bring_the_cluster_refusals() {
     assert_eq!(raft.peers.len(), 2);
     assert_eq!(raft.cluster_listen.map(|a| a.port()), Some(4439));
     let cases = [
-        (full.replace("cluster_id = \"prod\"\n", ""), "server.cluster_id"),
-        (full.replace("[raft.wal]\npath = \"/x\"\n", ""), "raft.wal.path"),
-        (full.replace("node_id = 1\n[raft.wal]", "node_id = 3\n[raft.wal]"), "raft.node_id"),
+        // spec/38's "Startup errors" headings, word for word.
+        (full.replace("cluster_id = \"prod\"\n", ""), "server.cluster_id is required when raft.peers is set"),
+        (full.replace("[raft.wal]\npath = \"/x\"\n", ""), "raft.wal.path is required when raft.peers is set"),
+        (full.replace("node_id = 1\n[raft.wal]", "node_id = 3\n[raft.wal]"), "raft.peers must include this node id"),
+        (full.replace("node_id = 1\n[raft.wal]", "node_id = 0\n[raft.wal]"), "raft.node_id must be non-zero"),
         (full.replace("client_url = \"http://10.0.0.2:4437\"\n", ""), "client_url"),
         (full.replace("client_url = \"http://10.0.0.2:4437\"", "client_url = \"http://10.0.0.2:4439\""), "differ"),
         (full.replace("node_id = 2\n", "node_id = 1\n"), "same node_id"),
@@ -115,6 +144,15 @@ fn peers_bring_the_cluster_refusals() {
         let err = cfg(None, &text, &none).expect_err(named);
         assert!(err.contains(named), "{named}: {err}");
     }
+    let zero = CliOverrides { node_id: Some(0), ..CliOverrides::default() };
+    assert_eq!(cfg(None, &full, &zero).expect_err("--node-id 0"), "raft.node_id must be non-zero");
+    let single = "[raft]\nnode_id = 0\n[raft.wal]\npath = \"/x\"\n";
+    assert_eq!(cfg(None, single, &none).expect_err("a single node too"), "raft.node_id must be non-zero");
+    let bucketless = "[storage.cold]\nbackend = \"s3\"\n";
+    assert_eq!(
+        cfg(None, bucketless, &none).expect_err("no bucket"),
+        "storage.cold.s3.bucket is required when cold backend is 's3'"
+    );
 }
 
 #[test]
@@ -239,4 +277,43 @@ fn connections_are_served_on_one_thread_fewer_than_the_cpus_at_least_one() {
     for (cpus, threads) in [(1, 1), (2, 1), (3, 2), (16, 15)] {
         assert_eq!(super::connection_workers(cpus), threads, "{cpus} CPUs");
     }
+}
+
+/// Keys spec/07 writes in ways the parser once refused: a bare `0` that
+/// disables the age flush, hours, and the Tokio console switch.
+#[test]
+fn documented_spellings_load() {
+    let none = CliOverrides::default();
+    let cold = "[storage.cold]\nbackend = \"memory\"\n";
+    let c = cfg(None, &format!("{cold}flush_max_hot_age = 0\n"), &none).expect("bare 0");
+    assert_eq!(c.cold.expect("cold").flush_max_hot_age, Duration::ZERO);
+    let c = cfg(None, &format!("{cold}flush_max_hot_age = \"1h\"\n"), &none).expect("hours");
+    assert_eq!(c.cold.expect("cold").flush_max_hot_age, Duration::from_secs(3600));
+    let err = cfg(None, &format!("{cold}flush_max_hot_age = 5\n"), &none).expect_err("a bare 5");
+    assert!(err.contains("storage.cold.flush_max_hot_age") && err.contains("needs a unit"), "{err}");
+    assert!(!cfg(None, "", &none).expect("valid").tokio_console);
+    assert!(cfg(None, "[observability]\ntokio_console = true\n", &none).expect("valid").tokio_console);
+}
+
+/// `raft.snapshot_build_max_concurrency` loads from 1 to 16 (default 2) and
+/// refuses the rest with the text of the 0.7.5 release notes.
+#[test]
+fn snapshot_build_limits() {
+    let none = CliOverrides::default();
+    let raft = |text: &str| -> Result<(usize, usize), String> {
+        let c = cfg(None, &format!("[raft]\n{text}[raft.wal]\npath = \"/x\"\n"), &none)?;
+        let EngineConfig::Raft(r) = c.engine else { panic!("a WAL path runs Raft") };
+        Ok((r.snapshot_build_max_concurrency, r.snapshot_pressure_max_groups_per_tick))
+    };
+    assert_eq!(raft(""), Ok((2, 16)));
+    assert_eq!(raft("snapshot_build_max_concurrency = 16\nsnapshot_pressure_max_groups_per_tick = 3\n"), Ok((16, 3)));
+    assert_eq!(
+        raft("snapshot_build_max_concurrency = 17\n"),
+        Err("raft.snapshot_build_max_concurrency (17) must be between 1 and 16".into())
+    );
+    assert_eq!(
+        raft("snapshot_build_max_concurrency = 0\n"),
+        Err("raft.snapshot_build_max_concurrency (0) must be between 1 and 16".into())
+    );
+    assert!(raft("snapshot_pressure_max_groups_per_tick = 0\n").expect_err("0").contains("at least 1"));
 }

@@ -336,6 +336,7 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
         objects,
         shed,
         transfers: Default::default(),
+        snapshot_builds_peak: Default::default(),
         log_pressure: super::log_pressure::LogPressure::new(raft.snapshot_log_budget, clustered),
         store_health: raft
             .snapshot_store
@@ -354,7 +355,12 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
         tokio::spawn(recovery_gate::open_when_caught_up(engine.clone(), g));
     }
     let mut drivers = vec![
-        tokio::spawn(driver::snapshots(engine.clone(), raft.snapshot_log_budget, raft.snapshot_drive_interval)),
+        tokio::spawn(driver::snapshots(engine.clone(), super::snapshot_plan::Limits {
+                budget: raft.snapshot_log_budget,
+                max_builds: raft.snapshot_build_max_concurrency,
+                per_tick: raft.snapshot_pressure_max_groups_per_tick,
+            },
+            raft.snapshot_drive_interval,)),
         tokio::spawn(driver::disk(engine.guard.clone(), dir.clone())),
         tokio::spawn(driver::log_pressure(engine.clone())),
     ];
@@ -362,7 +368,8 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
         drivers.push(tokio::spawn(driver::balance(engine.clone(), raft.balance)));
     }
     if let Some(objects) = engine.objects.clone() {
-        drivers.push(tokio::spawn(driver::snapshot_gc(objects, config.group_count, raft.snapshot_drive_interval)));
+        let (every, per_tick) = (raft.snapshot_drive_interval, raft.snapshot_pressure_max_groups_per_tick);
+        drivers.push(tokio::spawn(driver::snapshot_gc(objects, config.group_count, every, per_tick)));
     }
     Ok(RaftNode { engine, cluster_id, dir, temporary, drivers, cluster_plane, shared_raft_routes })
 }

@@ -3,13 +3,15 @@
 //! backstop), the S3 snapshot store's GC passes, and the disk guard's
 //! free-space probe.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::disk_guard::{DiskGuard, available_bytes};
 use super::engine::RaftEngine;
+use super::snapshot_plan::{GroupLog, Limits, plan};
 use super::snapshot_store::SnapshotStore;
 
 const TICK: Duration = Duration::from_secs(1);
@@ -22,10 +24,20 @@ pub fn threshold(budget: u64, groups: u32, last_snapshot: u64) -> u64 {
     (budget / (2 * u64::from(groups.max(1)))).min(MAX_GROUP_THRESHOLD).max(last_snapshot.saturating_mul(2)).max(1)
 }
 
-/// Ticks every `storage.snapshot.drive_interval`.
-pub async fn snapshots(engine: Arc<RaftEngine>, budget: u64, every: Duration) {
+/// How long a group the driver asked to snapshot counts as building before
+/// its build shows (openraft starts it on the group's state-machine task).
+const CLAIM_WAIT: Duration = Duration::from_secs(5);
+/// How often a pass whose build slots are taken looks for a free one.
+const SLOT_POLL: Duration = Duration::from_millis(20);
+
+/// Ticks every `storage.snapshot.drive_interval`. Each pass starts the
+/// builds `snapshot_plan::plan` names, and while due groups wait for a slot
+/// it keeps starting them as builds end, until the next tick.
+pub async fn snapshots(engine: Arc<RaftEngine>, limits: Limits, every: Duration) {
     let count = engine.groups().len() as u32;
+    let mut asked: HashMap<usize, (Instant, u64)> = HashMap::new();
     let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
         // While the snapshot store is unhealthy routine snapshots wait; a
@@ -33,12 +45,41 @@ pub async fn snapshots(engine: Arc<RaftEngine>, budget: u64, every: Duration) {
         if engine.store_health.as_ref().is_some_and(|h| h.holds_snapshots()) && !engine.log_pressure.refusing() {
             continue;
         }
-        for g in engine.groups() {
-            let last = g.shared.snapshot_bytes.load(Ordering::Relaxed);
-            if g.log.bytes_since_purge() >= threshold(budget, count, last) {
+        let pass_ends = Instant::now() + every;
+        let mut started = 0;
+        loop {
+            let groups: Vec<GroupLog> = engine
+                .groups()
+                .iter()
+                .enumerate()
+                .map(|(i, g)| {
+                    let index = g.shared.snapshot_index.load(Ordering::Relaxed);
+                    let claimed = asked.get(&i).is_some_and(|(at, before)| index <= *before && at.elapsed() < CLAIM_WAIT);
+                    GroupLog {
+                        group: i,
+                        log_bytes: g.log.bytes_since_purge(),
+                        threshold: threshold(limits.budget, count, g.shared.snapshot_bytes.load(Ordering::Relaxed)),
+                        busy: claimed || g.shared.building.load(Ordering::Relaxed),
+                    }
+                })
+                .collect();
+            let in_flight = groups.iter().filter(|g| g.busy).count();
+            engine.snapshot_builds_peak.fetch_max(in_flight, Ordering::Relaxed);
+            let due = groups.iter().any(|g| !g.busy && g.log_bytes >= g.threshold);
+            let chosen = plan(&groups, limits, in_flight);
+            let cap = limits.per_tick.saturating_mul(limits.max_builds);
+            for i in &chosen {
+                let g = &engine.groups()[*i];
+                asked.insert(*i, (Instant::now(), g.shared.snapshot_index.load(Ordering::Relaxed)));
                 let _ = g.raft.trigger().snapshot().await;
+                started += 1;
             }
+            if (chosen.is_empty() && !due) || started >= cap || Instant::now() >= pass_ends {
+                break;
+            }
+            tokio::time::sleep(SLOT_POLL).await;
         }
+        asked.retain(|_, (at, _)| at.elapsed() < CLAIM_WAIT);
     }
 }
 
@@ -54,15 +95,19 @@ pub async fn balance(engine: Arc<RaftEngine>, config: crate::config::LeadershipB
     }
 }
 
-/// Runs, every drive interval, the snapshot GC passes groups still owe:
-/// after a replacement whose old object a send still pinned, after a
-/// failed write, after a restart.
-pub async fn snapshot_gc(objects: Arc<SnapshotStore>, groups: u32, every: Duration) {
+/// Runs, every drive interval, the snapshot GC passes groups still owe
+/// (after a replacement whose old object a send still pinned, after a
+/// failed write, after a restart), at most `per_tick` of them, taking up
+/// where the last tick stopped.
+pub async fn snapshot_gc(objects: Arc<SnapshotStore>, groups: u32, every: Duration, per_tick: usize) {
     let mut tick = tokio::time::interval(every);
+    let mut next = 0;
     loop {
         tick.tick().await;
-        for g in (0..groups).filter(|g| objects.owes(*g)) {
+        let owing: Vec<u32> = (0..groups).map(|i| (next + i) % groups.max(1)).filter(|g| objects.owes(*g)).collect();
+        for g in owing.into_iter().take(per_tick.max(1)) {
             objects.gc(g).await;
+            next = (g + 1) % groups.max(1);
         }
     }
 }

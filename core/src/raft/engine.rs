@@ -71,6 +71,8 @@ pub struct RaftEngine {
     /// Groups that wait at their crash-recovery gate.
     pub(super) recovery_gates: Arc<super::recovery_gate::RecoveryGates>,
     pub(super) transfers: super::leadership::TransferStats,
+    /// The most snapshot builds the driver has seen running at once.
+    pub(super) snapshot_builds_peak: std::sync::atomic::AtomicUsize,
 }
 
 impl RaftEngine {
@@ -202,6 +204,10 @@ impl GroupEngine for RaftEngine {
         m.insert("leadership_shed".into(), self.shed.state().state.into());
         m.insert("leadership_shed_state".into(), json!(self.shed.state()));
         m.insert("raft_groups".into(), Value::Array(groups));
+        let building = self.groups.iter().filter(|g| g.shared.building.load(Ordering::Relaxed)).count();
+        m.insert("raft_snapshot_builds_in_flight".into(), building.into());
+        let peak = self.snapshot_builds_peak.fetch_max(building, Ordering::Relaxed).max(building);
+        m.insert("raft_snapshot_builds_in_flight_max".into(), peak.into());
         m.insert("raft_maintenance".into(), self.maintenance_report());
         m.insert("wal_physical_bytes".into(), wal.bytes_on_disk.into());
         m.insert("wal_segments".into(), wal.segments.into());

@@ -55,6 +55,7 @@ pub mod runtime;
 #[cfg(test)]
 mod sim;
 mod snapshot_file;
+mod snapshot_plan;
 mod snapshot_store;
 mod state_machine;
 mod store_health;

@@ -37,6 +37,24 @@ pub struct GroupShared {
     /// Set when a committed command failed to apply: the group stops on
     /// this replica alone (spec/38, `APPLY_STOPPED`).
     pub apply_stopped: AtomicBool,
+    /// A snapshot build of the group runs (the driver's build slots).
+    pub building: AtomicBool,
+}
+
+/// Marks a group's build as running until dropped.
+struct Building<'a>(&'a AtomicBool);
+
+impl<'a> Building<'a> {
+    fn start(flag: &'a AtomicBool) -> Building<'a> {
+        flag.store(true, Ordering::Relaxed);
+        Building(flag)
+    }
+}
+
+impl Drop for Building<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
 }
 
 #[derive(Clone, Default)]
@@ -158,6 +176,7 @@ impl GroupMachine {
             snapshot_index: AtomicU64::new(index),
             current: Mutex::new(current),
             apply_stopped: AtomicBool::new(false),
+            building: AtomicBool::new(false),
         });
         Ok(GroupMachine { group, shared, snapshot_dir, objects })
     }
@@ -211,6 +230,8 @@ impl RaftSnapshotBuilder<TypeConfig> for GroupMachine {
     type SnapshotData = SnapshotData;
 
     async fn build_snapshot(&mut self) -> Result<Snapshot, io::Error> {
+        let shared = self.shared.clone();
+        let _building = Building::start(&shared.building);
         // The store is copied under the lock, so it and its log position
         // agree (its bytes are shared chunks: the copy is the metadata),
         // then encoded off the Raft runtime, whose threads every group of

@@ -82,7 +82,7 @@ impl Cors {
 }
 
 /// A duration as the config file and the flags write it: `30s`, `250ms`,
-/// `2m`, or bare seconds.
+/// `2m`, `1h`, or bare seconds.
 pub fn parse_duration(text: &str) -> Option<std::time::Duration> {
     use std::time::Duration;
     let text = text.trim();
@@ -93,6 +93,7 @@ pub fn parse_duration(text: &str) -> Option<std::time::Duration> {
         "" | "s" => Some(Duration::from_secs(n)),
         "ms" => Some(Duration::from_millis(n)),
         "m" => n.checked_mul(60).map(Duration::from_secs),
+        "h" => n.checked_mul(3600).map(Duration::from_secs),
         _ => None,
     }
 }
@@ -109,6 +110,7 @@ mod tests {
         assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
         assert_eq!(parse_duration("7"), Some(Duration::from_secs(7)));
         assert_eq!(parse_duration("soon"), None);
-        assert_eq!(parse_duration("5h"), None);
+        assert_eq!(parse_duration("5h"), Some(Duration::from_secs(5 * 3600)));
+        assert_eq!(parse_duration("5d"), None);
     }
 }
