@@ -54,8 +54,11 @@ impl<E: GroupEngine> Admin<E> {
         let path = req.uri().path().to_string();
         let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         match (req.method(), segments.as_slice()) {
-            (&Method::GET, ["__ursula", "metrics"]) => metrics_answer(self.backend.metrics().await, None),
-            (&Method::GET, ["__ursula", "ready"]) => ready_answer(self.backend.readiness(), None),
+            // spec/35: both planes name the deployment in these answers.
+            (&Method::GET, ["__ursula", "metrics"]) => {
+                metrics_answer(self.backend.metrics().await, Some(&self.cluster_id))
+            }
+            (&Method::GET, ["__ursula", "ready"]) => ready_answer(self.backend.readiness(), Some(&self.cluster_id)),
             (&Method::GET, ["__ursula", "usage"]) => match self.backend.usage().await {
                 Some(report) => json_answer(StatusCode::OK, report),
                 None => refusal(ApiError::NotFound),

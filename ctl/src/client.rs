@@ -43,9 +43,20 @@ impl Cluster {
             .connect_timeout(timeout.min(Duration::from_secs(5)))
             .build()
             .map_err(|e| CtlError::Config(format!("building the HTTP client: {e}")))?;
-        let pins =
-            manifest.nodes.iter().filter_map(|n| n.expected_process_incarnation.clone().map(|p| (n.id, p))).collect();
-        Ok(Cluster { manifest, http, pins: Mutex::new(pins) })
+        let pins = Mutex::new(Self::manifest_pins(&manifest));
+        Ok(Cluster { manifest, http, pins })
+    }
+
+    /// The processes a pinned manifest names (`expected_process_incarnation`).
+    fn manifest_pins(manifest: &Manifest) -> HashMap<u64, String> {
+        manifest.nodes.iter().filter_map(|n| n.expected_process_incarnation.clone().map(|p| (n.id, p))).collect()
+    }
+
+    /// Forgets the processes this invocation pinned as it observed them,
+    /// keeping the manifest's: a gate that polls (`wait-ready`) observes
+    /// each node afresh, and only a manifest pin stops it (spec/34).
+    pub fn repin_from_manifest(&self) {
+        *self.pins.lock().unwrap_or_else(|e| e.into_inner()) = Self::manifest_pins(&self.manifest);
     }
 
     fn entry(&self, id: u64) -> Result<&NodeEntry> {

@@ -59,14 +59,26 @@ async fn run(cli: Cli) -> Result<()> {
     }
 }
 
+/// clap's usage error as one machine-greppable line (spec/34): its
+/// message without the usage text and the help hint after it.
+fn usage_line(rendered: &str) -> String {
+    let message = rendered.split("\nUsage:").next().unwrap_or(rendered);
+    let words: Vec<&str> = message.split_whitespace().collect();
+    words.join(" ").trim_start_matches("error: ").to_string()
+}
+
 fn main() {
     // A usage error is a configuration error: exit 1 (clap's own code, 2, means an abort here).
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => {
-            let code = if e.use_stderr() { 1 } else { 0 };
+        Err(e) if !e.use_stderr() => {
+            // --help and --version.
             let _ = e.print();
-            std::process::exit(code);
+            std::process::exit(0);
+        }
+        Err(e) => {
+            eprintln!("ursulactl: config: {}", usage_line(&e.to_string()));
+            std::process::exit(1);
         }
     };
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {

@@ -52,6 +52,13 @@ async fn the_admin_route_transfers_a_groups_leadership_and_refuses_what_it_canno
     assert_eq!(admin["raft_groups"][group]["current_leader"].as_u64(), Some(from), "{admin}");
     let plane = wait_metrics(&http, &urls[index(from)]).await;
     assert_eq!(plane["raft_groups"].as_array().map(Vec::len), Some(4), "{plane}");
+    // spec/35: each plane's metrics and readiness name the deployment.
+    assert!(admin["cluster_id"].is_string() && admin["cluster_id"] == plane["cluster_id"], "{admin}");
+    let ready =
+        http.get(format!("{}/__ursula/ready", layout.admin_url(index(from)))).send().await.expect("admin ready");
+    let ready: serde_json::Value =
+        serde_json::from_slice(&ready.bytes().await.expect("body")).expect("admin ready JSON");
+    assert_eq!(ready["cluster_id"], plane["cluster_id"], "{ready}");
     let incarnation = incarnation_of(&http, &layout, from).await;
 
     let (status, body) = transfer(&http, &layout, from, group, to, None).await;

@@ -253,10 +253,16 @@ async fn the_verbs_report_gate_and_refuse_with_their_exit_codes() {
     // `--config` before or after the verb; a table for people, JSON for programs.
     let table = succeeded(&ctl(&["status", "--config", &m]).await, "status");
     assert_eq!(table.lines().count(), 3, "{table}");
-    assert!(
-        table.lines().all(|l| l.contains("(127.0.0.1): groups=4 leaders={") && l.contains("ready=true")),
-        "{table}"
-    );
+    // spec/34's sample line exactly: leaders by node id in number order, nothing after them.
+    let shape = |l: &str| {
+        let Some((head, leaders)) = l.split_once(": groups=4 leaders={") else { return false };
+        let ids: Vec<u64> = leaders
+            .strip_suffix('}')
+            .map(|m| m.split(", ").filter_map(|kv| kv.split_once(": ")?.0.parse().ok()).collect())
+            .unwrap_or_default();
+        head.starts_with("node ") && head.ends_with(" (127.0.0.1)") && !ids.is_empty() && ids.is_sorted()
+    };
+    assert!(table.lines().all(shape), "{table}");
     let json: Value = serde_json::from_str(&succeeded(&ctl(&["--config", &m, "status", "--json"]).await, "status"))
         .expect("status --json");
     let leaderships: u64 =
@@ -320,6 +326,16 @@ async fn the_verbs_report_gate_and_refuse_with_their_exit_codes() {
         (Value::Bool(true), Some(4)),
         "{proof}"
     );
+    // The same manifest with its nodes in another order proves the same.
+    let mut reversed: Value = serde_json::from_str(&pinned).expect("pinned JSON");
+    reversed["nodes"].as_array_mut().expect("nodes").reverse();
+    let reversed_path = layout.dir.path().join("reversed.json");
+    std::fs::write(&reversed_path, reversed.to_string()).expect("reversed manifest");
+    let reversed_path = reversed_path.display().to_string();
+    succeeded(
+        &ctl(&["verify-quorum", "--config", &reversed_path, "--expected-groups", "4", "--timeout-secs", "60"]).await,
+        "verify-quorum, nodes listed 3, 2, 1",
+    );
 
     let third = nodes[2].take().expect("running");
     tokio::task::block_in_place(|| third.kill9());
@@ -333,6 +349,23 @@ async fn the_verbs_report_gate_and_refuse_with_their_exit_codes() {
     let out = ctl(&["undrain", "--config", &pinned_path, "--node", "3"]).await;
     assert!(failed(&out, 1, "a mutation on a restarted process").contains("process changed"));
 
+    // wait-ready observes every poll afresh (spec/34): a node restarted
+    // while it waits is not a changed process unless the manifest pins one.
+    let second = nodes[1].take().expect("running");
+    tokio::task::block_in_place(|| second.kill9());
+    let waiting = {
+        let m = m.clone();
+        tokio::spawn(async move {
+            ctl(&["wait-ready", "--config", &m, "--expected-groups", "4", "--timeout-secs", "90"]).await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let third = nodes[2].take().expect("running");
+    tokio::task::block_in_place(|| third.kill9());
+    nodes[2] = Some(layout.start(2));
+    nodes[1] = Some(layout.start(1));
+    succeeded(&waiting.await.expect("wait-ready ran"), "wait-ready across a restart of node 3");
+
     // Configuration errors: exit 1, one line.
     let bad = layout.dir.path().join("cluster.txt");
     std::fs::write(&bad, "nodes").expect("bad manifest");
@@ -340,6 +373,9 @@ async fn the_verbs_report_gate_and_refuse_with_their_exit_codes() {
     assert!(failed(&out, 1, "a bad manifest").starts_with("ursulactl: config: "));
     let out = ctl(&["drain", "--config", &m, "--node", "7"]).await;
     assert!(failed(&out, 1, "an unknown node").contains("node 7 is not in the manifest"));
+    let out = ctl(&["drain", "--config", &m]).await;
+    let usage = failed(&out, 1, "a missing --node");
+    assert!(usage.starts_with("ursulactl: config: ") && usage.contains("--node"), "{usage}");
     let help = succeeded(&ctl(&["drain", "--help"]).await, "help");
     assert!(help.contains("--dry-run") && help.contains("--node <ID>"), "{help}");
 }

@@ -266,6 +266,8 @@ impl Cold {
         let s = &self.stats;
         m.insert("cold_uploads".into(), s.uploads.load(Relaxed).into());
         m.insert("cold_upload_failures".into(), s.upload_failures.load(Relaxed).into());
+        // spec/38's name for the same count.
+        m.insert("cold_flush_write_errors".into(), s.upload_failures.load(Relaxed).into());
         m.insert("cold_bytes_flushed".into(), s.bytes_flushed.load(Relaxed).into());
         m.insert("cold_fetches".into(), s.fetches.load(Relaxed).into());
         m.insert("cold_ranged_fetches".into(), s.ranged_fetches.load(Relaxed).into());
@@ -282,6 +284,7 @@ impl Cold {
         m.insert("snapshot_parts_swept".into(), p.swept.load(Relaxed).into());
         let hot: Vec<u64> = self.hot.iter().map(|h| h.load(Relaxed)).collect();
         m.insert("hot_bytes".into(), hot.iter().sum::<u64>().into());
+        m.insert("cold_hot_bytes".into(), hot.iter().sum::<u64>().into());
         // spec/38's names: per group, indexed by group id.
         m.insert("per_group_cold_hot_bytes".into(), hot.into());
         m.insert("cold_backpressure_events".into(), s.backpressure_refusals.load(Relaxed).into());

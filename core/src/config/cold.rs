@@ -28,7 +28,9 @@ pub fn resolve(section: ColdSection) -> Result<Option<ColdConfig>, ConfigError> 
         Some("s3") => {
             let s3 = section.s3;
             let Some(bucket) = s3.bucket.filter(|b| !b.is_empty()) else {
-                return Err(ConfigError::Startup("storage.cold.s3.bucket is required when cold backend is 's3'".into()));
+                return Err(ConfigError::Startup(
+                    "storage.cold.s3.bucket is required when cold backend is 's3'".into(),
+                ));
             };
             let static_keys = match (s3.access_key_id, s3.secret_access_key) {
                 (Some(access_key_id), Some(secret_access_key)) => {

@@ -68,8 +68,12 @@ fn each_sized_preset_sets_the_documented_defaults() {
         assert_eq!(c.admission.inflight_body_bytes, bodies, "{preset:?}");
     }
     // The file still wins, and without a cold backend the cold keys rest.
-    let c = cfg(Some(Preset::Tiny), "[storage.cold]\nbackend = \"memory\"\nflush_size = \"1MiB\"\n", &CliOverrides::default())
-        .expect("valid");
+    let c = cfg(
+        Some(Preset::Tiny),
+        "[storage.cold]\nbackend = \"memory\"\nflush_size = \"1MiB\"\n",
+        &CliOverrides::default(),
+    )
+    .expect("valid");
     assert_eq!(c.cold.expect("cold").flush_size, MIB);
     assert!(cfg(Some(Preset::Large), "", &CliOverrides::default()).expect("valid").cold.is_none());
 }

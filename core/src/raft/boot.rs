@@ -355,12 +355,15 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
         tokio::spawn(recovery_gate::open_when_caught_up(engine.clone(), g));
     }
     let mut drivers = vec![
-        tokio::spawn(driver::snapshots(engine.clone(), super::snapshot_plan::Limits {
+        tokio::spawn(driver::snapshots(
+            engine.clone(),
+            super::snapshot_plan::Limits {
                 budget: raft.snapshot_log_budget,
                 max_builds: raft.snapshot_build_max_concurrency,
                 per_tick: raft.snapshot_pressure_max_groups_per_tick,
             },
-            raft.snapshot_drive_interval,)),
+            raft.snapshot_drive_interval,
+        )),
         tokio::spawn(driver::disk(engine.guard.clone(), dir.clone())),
         tokio::spawn(driver::log_pressure(engine.clone())),
     ];

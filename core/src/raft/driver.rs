@@ -54,7 +54,8 @@ pub async fn snapshots(engine: Arc<RaftEngine>, limits: Limits, every: Duration)
                 .enumerate()
                 .map(|(i, g)| {
                     let index = g.shared.snapshot_index.load(Ordering::Relaxed);
-                    let claimed = asked.get(&i).is_some_and(|(at, before)| index <= *before && at.elapsed() < CLAIM_WAIT);
+                    let claimed =
+                        asked.get(&i).is_some_and(|(at, before)| index <= *before && at.elapsed() < CLAIM_WAIT);
                     GroupLog {
                         group: i,
                         log_bytes: g.log.bytes_since_purge(),

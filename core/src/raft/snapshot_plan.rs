@@ -120,7 +120,8 @@ mod tests {
         let limits = Limits { budget: 100 * MIB, max_builds: 4, per_tick: 16 };
         // 170 MiB: four slots; none is due by its threshold, the pressure
         // pass takes the largest until 50 MiB would be left.
-        let groups = [g(0, 40 * MIB, 64 * MIB), g(1, 60 * MIB, 64 * MIB), g(2, 50 * MIB, 64 * MIB), g(3, 20 * MIB, 64 * MIB)];
+        let groups =
+            [g(0, 40 * MIB, 64 * MIB), g(1, 60 * MIB, 64 * MIB), g(2, 50 * MIB, 64 * MIB), g(3, 20 * MIB, 64 * MIB)];
         assert_eq!(plan(&groups, limits, 0), vec![1, 2, 0]);
         assert_eq!(plan(&groups, limits, 3), vec![1]);
         // Below three quarters, only due groups.

@@ -28,7 +28,9 @@ struct Proof {
 pub async fn run(cluster: &Cluster, expected_groups: usize, timeout: Duration) -> Result<()> {
     let started_ms = now_ms();
     let deadline = Instant::now() + timeout;
-    let ids = cluster.manifest.ids();
+    // Voters are compared sorted: a manifest may list its nodes in any order.
+    let mut ids = cluster.manifest.ids();
+    ids.sort_unstable();
     let late =
         |what: String| CtlError::Abort(format!("verify-quorum: {what} before the {}s deadline", timeout.as_secs()));
     // Every configured voter must answer and host every group.

@@ -8,6 +8,20 @@ use serde_json::{Value, json};
 use crate::client::Cluster;
 use crate::error::Result;
 
+/// spec/34's line: `node 1 (10.0.0.1): groups=4 leaders={1: 2, 2: 2}`,
+/// leaders by node id in number order (groups without one last, as
+/// `none`). Shed state, apply lag and readiness are in `--json`.
+fn line(id: &Value, host: &str, row: &Value) -> String {
+    let mut leaders: Vec<(Option<u64>, &Value)> =
+        row["leaders"].as_object().map(|m| m.iter().map(|(k, v)| (k.parse().ok(), v)).collect()).unwrap_or_default();
+    leaders.sort_by_key(|(k, _)| (k.is_none(), *k));
+    let shown: Vec<String> = leaders
+        .iter()
+        .map(|(k, v)| format!("{}: {v}", k.map_or_else(|| "none".to_string(), |k| k.to_string())))
+        .collect();
+    format!("node {id} ({host}): groups={} leaders={{{}}}", row["groups"], shown.join(", "))
+}
+
 pub async fn run(cluster: &Cluster, as_json: bool) -> Result<()> {
     let observed = cluster.observe_all().await;
     let mut rows = Vec::new();
@@ -55,18 +69,7 @@ pub async fn run(cluster: &Cluster, as_json: bool) -> Result<()> {
             println!("node {id} ({host}): metrics unavailable — {error}");
             continue;
         }
-        let leaders: Vec<String> = row["leaders"]
-            .as_object()
-            .map(|m| m.iter().map(|(k, v)| format!("{k}: {v}")).collect())
-            .unwrap_or_default();
-        println!(
-            "node {id} ({host}): groups={} leaders={{{}}} shed={} max_apply_lag={} ready={}",
-            row["groups"],
-            leaders.join(", "),
-            row["leadership_shed"].as_str().unwrap_or("none"),
-            row["max_apply_lag"],
-            row["ready"],
-        );
+        println!("{}", line(id, host, &row));
     }
     Ok(())
 }

@@ -83,6 +83,7 @@ pub async fn wait_ready(cluster: &Cluster, expected_groups: Option<usize>, timeo
     let deadline = Instant::now() + timeout;
     loop {
         let mut issues = Vec::new();
+        cluster.repin_from_manifest();
         let obs = observe(cluster).await?;
         for id in cluster.manifest.ids() {
             let Some(m) = obs.get(&id) else {
