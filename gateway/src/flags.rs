@@ -108,6 +108,18 @@ pub struct GatewayArgs {
     /// The least time between two key fetches caused by unknown `kid`s.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub auth_jwks_retry_gap: Duration,
+    /// How long a connection to a voter may take to open, e.g. `2s`.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub connect_timeout: Duration,
+    /// How long a voter may take to send an answer's headers before the
+    /// request answers `504 UPSTREAM_TIMEOUT` (the voter stays in use).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub response_header_timeout: Duration,
+    /// On Linux, a connection to a voter with data unacknowledged this
+    /// long is given up (`TCP_USER_TIMEOUT`); idle ones are probed after
+    /// 2/5 of it and then every 1/5, each at least 1 s. At least `1s`.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub upstream_tcp_user_timeout: Duration,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -219,6 +231,12 @@ impl GatewayArgs {
             crate::quotas::QuotaPolicy::load(path)?;
         }
         anyhow::ensure!(self.usage_flush_secs >= 1, "--usage-flush-secs must be at least 1");
+        anyhow::ensure!(
+            self.upstream_tcp_user_timeout >= Duration::from_secs(1),
+            "--upstream-tcp-user-timeout must be at least 1s"
+        );
+        anyhow::ensure!(!self.connect_timeout.is_zero(), "--connect-timeout must be more than 0");
+        anyhow::ensure!(!self.response_header_timeout.is_zero(), "--response-header-timeout must be more than 0");
         anyhow::ensure!(self.usage_chunk_bytes != Some(0), "--usage-chunk-bytes must be at least 1");
         anyhow::ensure!(
             self.usage_log.is_some() || self.usage_chunk_bytes.is_none(),
@@ -234,6 +252,11 @@ impl GatewayArgs {
             auth,
             quota_policy: self.quota_policy,
             upstreams: self.upstreams,
+            upstream_timeouts: crate::upstream::UpstreamTimeouts {
+                connect: self.connect_timeout,
+                response_headers: self.response_header_timeout,
+                tcp_user: self.upstream_tcp_user_timeout,
+            },
             listen: self.listen,
             json_reads,
             workers: connection_workers(std::thread::available_parallelism().map_or(1, |n| n.get())),

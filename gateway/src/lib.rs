@@ -48,6 +48,8 @@ pub use flags::GatewayArgs;
 pub struct GatewayConfig {
     /// One URL per voter: its client plane (`[[raft.peers]].client_url`).
     pub upstreams: Vec<String>,
+    /// `--connect-timeout`, `--response-header-timeout`, `--upstream-tcp-user-timeout`.
+    pub upstream_timeouts: upstream::UpstreamTimeouts,
     /// Where clients connect (`--listen`).
     pub listen: String,
     pub json_reads: JsonReads,
@@ -122,7 +124,7 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let clients = Upstreams::connect(&config.upstreams)?;
+    let clients = Upstreams::connect(&config.upstreams, config.upstream_timeouts)?;
     let auth = match config.auth.clone() {
         Some(settings) => {
             for url in [Some(&settings.issuer), settings.jwks_url.as_ref()].into_iter().flatten() {
@@ -193,7 +195,7 @@ async fn find_cluster(
     found: Arc<OnceLock<Surface<GatewayBackend>>>,
     edge: TenantEdge,
 ) {
-    let upstreams = Arc::new(Upstreams::discover(config.upstreams, clients).await);
+    let upstreams = Arc::new(Upstreams::discover(config.upstreams, config.upstream_timeouts, clients).await);
     tokio::spawn(upstreams.clone().probe_forever());
     let options = HttpOptions {
         json_reads: config.json_reads,

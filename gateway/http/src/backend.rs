@@ -94,6 +94,9 @@ pub enum UpstreamFailure {
     NoUpstream,
     /// Every upstream tried was unreachable.
     Unreachable,
+    /// The voter sent no answer's headers within the gateway's
+    /// `--response-header-timeout`; a write may have applied.
+    TimedOut,
 }
 
 /// Why a backend refused to serve now (spec/27-append.md, `503`).

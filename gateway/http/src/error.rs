@@ -354,6 +354,11 @@ impl ApiError {
                 "no voter of the cluster could be reached",
             )
             .header("retry-after", 1),
+            ApiError::Backend(BackendError::Upstream(UpstreamFailure::TimedOut)) => ErrorAnswer::new(
+                S::GATEWAY_TIMEOUT,
+                ErrorCode::UpstreamTimeout,
+                "the voter did not answer in time; a write may have applied: repeat it with its key",
+            ),
             ApiError::Backend(BackendError::Internal(_)) => {
                 ErrorAnswer::new(S::INTERNAL_SERVER_ERROR, ErrorCode::Internal, "internal server error")
             }
@@ -541,5 +546,15 @@ mod tests {
             Some(&b"1073741824"[..])
         );
         assert!(answer.headers.get(names::URSULA_MAX_REQUEST_BYTES).is_none());
+    }
+
+    /// spec/42 §11 and the 0.8 notes: an intermediary whose upstream sent
+    /// no answer's headers in time answers `504 UPSTREAM_TIMEOUT`, a code
+    /// whose write outcome is unknown (no `Retry-After`: it may have applied).
+    #[test]
+    fn an_upstream_that_does_not_answer_in_time_is_504_upstream_timeout() {
+        let answer = ApiError::Backend(BackendError::Upstream(UpstreamFailure::TimedOut)).answer();
+        assert_eq!((answer.status, answer.code), (StatusCode::GATEWAY_TIMEOUT, ErrorCode::UpstreamTimeout));
+        assert_eq!(answer.code.as_str(), "UPSTREAM_TIMEOUT");
     }
 }

@@ -262,7 +262,7 @@ mod tests {
 
     #[test]
     fn a_gateway_failure_never_travels_as_itself() {
-        for u in [UpstreamFailure::NoUpstream, UpstreamFailure::Unreachable] {
+        for u in [UpstreamFailure::NoUpstream, UpstreamFailure::Unreachable, UpstreamFailure::TimedOut] {
             let back = refused(failure(1, &BackendError::Upstream(u)));
             assert!(matches!(back, Refused::Backend(BackendError::Internal(_))), "{back:?}");
         }

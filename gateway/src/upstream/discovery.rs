@@ -6,8 +6,9 @@
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use hyper_util::client::legacy::connect::HttpConnector;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Endpoint;
+use tonic::transport::{Channel, Endpoint};
 use ursula_http::wire::pb;
 use ursula_proto::stream::v1::stream_service_client::StreamServiceClient;
 
@@ -15,11 +16,11 @@ use super::{DISCOVERY_WARN_EVERY, PROBE_INTERVAL, PROBE_TIMEOUT, READY_WITHIN, U
 
 impl Upstreams {
     /// One lazily connected client per `--upstream` (checked by `flags`).
-    pub fn connect(urls: &[String]) -> anyhow::Result<Vec<super::Client>> {
+    pub fn connect(urls: &[String], timeouts: UpstreamTimeouts) -> anyhow::Result<Vec<super::Client>> {
         anyhow::ensure!(!urls.is_empty(), "at least one --upstream is needed");
         let mut clients = Vec::with_capacity(urls.len());
         for url in urls {
-            let client = StreamServiceClient::with_interceptor(endpoint(url)?.connect_lazy(), TRACE)
+            let client = StreamServiceClient::with_interceptor(channel(url, timeouts)?, TRACE)
                 .max_decoding_message_size(ursula_proto::MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(ursula_proto::MAX_MESSAGE_BYTES);
             clients.push(client);
@@ -28,18 +29,18 @@ impl Upstreams {
     }
 
     /// Each upstream's connection for reads (`reads`), beside its client's.
-    fn read_channels(urls: &[String]) -> Vec<super::reads::ReadChannel> {
+    fn read_channels(urls: &[String], timeouts: UpstreamTimeouts) -> Vec<super::reads::ReadChannel> {
         // `connect` checked every URL already; one that failed now would
         // answer as an upstream that cannot be reached.
-        let unreachable = || Endpoint::from_static("http://127.0.0.1:1");
-        let channel = |url| endpoint(url).unwrap_or_else(|_| unreachable()).connect_lazy();
+        let unreachable = || Endpoint::from_static("http://127.0.0.1:1").connect_lazy();
+        let channel = |url| channel(url, timeouts).unwrap_or_else(|_| unreachable());
         urls.iter().map(|url| InterceptedService::new(channel(url), TRACE)).collect()
     }
 
     /// Learns the cluster from the first upstream that answers `Describe`,
     /// however long that takes; meanwhile the gateway answers `503
     /// NO_UPSTREAM`.
-    pub async fn discover(urls: Vec<String>, clients: Vec<super::Client>) -> Upstreams {
+    pub async fn discover(urls: Vec<String>, timeouts: UpstreamTimeouts, clients: Vec<super::Client>) -> Upstreams {
         let started = Instant::now();
         let mut warned = Instant::now();
         loop {
@@ -55,7 +56,7 @@ impl Upstreams {
                 let up = Upstreams {
                     urls: urls.clone(),
                     clients: clients.clone(),
-                    reads: Self::read_channels(&urls),
+                    reads: Self::read_channels(&urls, timeouts),
                     appends: clients
                         .iter()
                         .map(|c| {
@@ -145,14 +146,110 @@ impl Upstreams {
 
 const TRACE: ursula_http::telemetry::TraceInterceptor = ursula_http::telemetry::carry_trace_context;
 
+/// The gateway's limits on a voter's connections and answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpstreamTimeouts {
+    /// `--connect-timeout`.
+    pub connect: Duration,
+    /// `--response-header-timeout`: a call whose answer's headers take
+    /// longer fails with `UPSTREAM_TIMEOUT`.
+    pub response_headers: Duration,
+    /// `--upstream-tcp-user-timeout`.
+    pub tcp_user: Duration,
+}
+
+impl UpstreamTimeouts {
+    /// The flags' defaults.
+    pub const DEFAULT: UpstreamTimeouts = UpstreamTimeouts {
+        connect: Duration::from_secs(2),
+        response_headers: Duration::from_secs(30),
+        tcp_user: Duration::from_secs(5),
+    };
+
+    /// The TCP side of a voter's connection: `TCP_USER_TIMEOUT` on Linux,
+    /// and keepalive probes after 2/5 of it and then every 1/5 (each at
+    /// least 1 s), so a vanished host's connection closes within about the
+    /// timeout while one lost probe does not close a healthy live read.
+    pub fn connector(&self) -> HttpConnector {
+        let fifth = (self.tcp_user / 5).max(Duration::from_secs(1));
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(self.connect));
+        http.set_keepalive(Some((fifth * 2).max(Duration::from_secs(1))));
+        http.set_keepalive_interval(Some(fifth));
+        http.set_keepalive_retries(Some(3));
+        #[cfg(target_os = "linux")]
+        http.set_tcp_user_timeout(Some(self.tcp_user));
+        http
+    }
+}
+
 /// How the gateway reaches the voter at `url`.
-fn endpoint(url: &String) -> anyhow::Result<Endpoint> {
-    Ok(Endpoint::from_shared(url.clone())
+fn channel(url: &String, timeouts: UpstreamTimeouts) -> anyhow::Result<Channel> {
+    let endpoint = Endpoint::from_shared(url.clone())
         .map_err(|e| anyhow::anyhow!("--upstream {url}: {e}"))?
-        .connect_timeout(Duration::from_secs(2))
+        .connect_timeout(timeouts.connect)
+        .timeout(timeouts.response_headers)
         .tcp_nodelay(true)
         .initial_stream_window_size(ursula_proto::H2_STREAM_WINDOW)
         .initial_connection_window_size(ursula_proto::H2_CONNECTION_WINDOW)
         // Answers come in frames this large (the server's own limit is the same).
-        .max_frame_size(ursula_proto::H2_MAX_FRAME))
+        .max_frame_size(ursula_proto::H2_MAX_FRAME);
+    Ok(endpoint.connect_with_connector_lazy(timeouts.connector()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tower_service::Service;
+    use ursula_http::wire::pb;
+    use ursula_proto::stream::v1::stream_service_client::StreamServiceClient;
+
+    use super::{UpstreamTimeouts, channel};
+    use crate::upstream::CallError;
+
+    /// `--upstream-tcp-user-timeout` on the sockets the gateway opens to a
+    /// voter: the timeout itself, keepalive after 2/5 and every 1/5.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_voters_connection_carries_the_tcp_user_timeout_and_its_keepalive() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let timeouts = UpstreamTimeouts { tcp_user: Duration::from_secs(10), ..UpstreamTimeouts::DEFAULT };
+        let mut connector = timeouts.connector();
+        let io = connector.call(url.parse().expect("uri")).await.expect("connected");
+        let tcp = io.into_inner();
+        let socket = socket2::SockRef::from(&tcp);
+        assert_eq!(socket.tcp_user_timeout().expect("TCP_USER_TIMEOUT"), Some(Duration::from_secs(10)));
+        assert!(socket.keepalive().expect("SO_KEEPALIVE"));
+        assert_eq!(socket.tcp_keepalive_time().expect("TCP_KEEPIDLE"), Duration::from_secs(4));
+        assert_eq!(socket.tcp_keepalive_interval().expect("TCP_KEEPINTVL"), Duration::from_secs(2));
+        // The floor: every probe at least 1 s apart.
+        let short = UpstreamTimeouts { tcp_user: Duration::from_secs(1), ..UpstreamTimeouts::DEFAULT };
+        let io = short.connector().call(url.parse().expect("uri")).await.expect("connected");
+        let tcp = io.into_inner();
+        let socket = socket2::SockRef::from(&tcp);
+        assert_eq!(socket.tcp_keepalive_interval().expect("TCP_KEEPINTVL"), Duration::from_secs(1));
+    }
+
+    /// `--response-header-timeout`: a voter that takes the call and never
+    /// answers it is a timed-out call, not a failing voter.
+    #[tokio::test]
+    async fn a_call_without_an_answer_in_time_is_timed_out() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        // Takes connections and what they send; answers nothing.
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((tcp, _)) = listener.accept().await {
+                held.push(tcp);
+            }
+        });
+        let timeouts = UpstreamTimeouts { response_headers: Duration::from_millis(300), ..UpstreamTimeouts::DEFAULT };
+        let mut client = StreamServiceClient::new(channel(&url, timeouts).expect("channel"));
+        let status = client.describe(pb::DescribeRequest::default()).await.expect_err("no answer");
+        assert!(matches!(CallError::from(status), CallError::TimedOut));
+    }
 }

@@ -25,6 +25,8 @@ pub mod reads;
 pub mod routing;
 pub mod watches;
 
+pub use discovery::UpstreamTimeouts;
+
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -90,6 +92,9 @@ pub enum CallError {
     Unreached(tonic::Status),
     /// The call may have reached the voter: a write must not be resent.
     Broken(Broken),
+    /// No answer's headers within `--response-header-timeout`: the voter
+    /// may be slow in one group only, so it is not counted as failing.
+    TimedOut,
 }
 
 /// How a call that may have reached a voter went wrong.
@@ -108,10 +113,15 @@ impl From<tonic::Status> for CallError {
         // tonic answers `Unavailable` when it could not connect at all.
         match status.code() {
             tonic::Code::Unavailable => CallError::Unreached(status),
+            // What tonic's per-call timeout (`Endpoint::timeout`) answers.
+            tonic::Code::Cancelled if status.message() == TIMEOUT_EXPIRED => CallError::TimedOut,
             _ => CallError::Broken(Broken::Status(status)),
         }
     }
 }
+
+/// The message of tonic's `TimeoutExpired`, as its `Status` carries it.
+const TIMEOUT_EXPIRED: &str = "Timeout expired";
 
 impl From<WireError> for CallError {
     fn from(e: WireError) -> Self {

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use ursula_http::wire::Refused;
-use ursula_http::{BackendError, Unavailable};
+use ursula_http::{BackendError, Unavailable, UpstreamFailure};
 use ursula_stream::StreamKey;
 use ursula_stream::routing::group_of;
 
@@ -99,6 +99,8 @@ impl Upstreams {
                 let outcome = f(at).await;
                 match &outcome {
                     Err(CallError::Unreached(_) | CallError::Broken(_)) => self.health.failed(at, Instant::now()),
+                    // One slow group on a live voter times out too: not an ejection.
+                    Err(CallError::TimedOut) => {}
                     _ => {
                         any_answered = true;
                         self.health.answered(at, Instant::now());
@@ -143,6 +145,10 @@ impl Upstreams {
                             Some(next) => at = next,
                             None => break,
                         }
+                    }
+                    Err(CallError::TimedOut) => {
+                        self.stats.upstream_errors.fetch_add(1, Relaxed);
+                        return Err(BackendError::Upstream(UpstreamFailure::TimedOut));
                     }
                     Err(CallError::Broken(why)) => {
                         self.stats.upstream_errors.fetch_add(1, Relaxed);
