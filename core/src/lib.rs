@@ -7,6 +7,7 @@
 //! - `engine`: the `GroupEngine` trait, the group state both engines hold,
 //!   and the in-memory engine.
 //! - `raft`: the durable multi-Raft engine over the WAL.
+//! - `memory_cap`: `runtime.node_memory_abort_cap_size`, the emergency abort.
 //! - `backend`: `NodeBackend`, the HTTP layer's `Backend` over an engine.
 //! - `stream_plane`: `StreamService`, the private gRPC data plane a gateway calls.
 //! - `mux`: the client listener's split between gRPC and the HTTP surface.
@@ -27,6 +28,7 @@ pub mod clock;
 pub mod cold;
 pub mod config;
 pub mod engine;
+mod memory_cap;
 pub mod mux;
 pub mod node;
 pub mod process;

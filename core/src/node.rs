@@ -208,6 +208,9 @@ async fn serve<E: GroupEngine>(
     }
     let workers = ursula_http::Workers { count: options.workers, cpus };
     let started = start_line(config, &options.cluster_id, me.node_id);
+    if let Some(cap) = config.memory_abort_cap {
+        tokio::spawn(crate::memory_cap::watch(cap));
+    }
     if config.tokio_console {
         tracing::warn!(
             "observability.tokio_console is set, but this binary is built without Tokio console: nothing listens for one"

@@ -138,4 +138,42 @@ fn config_check_accepts_the_example_and_refuses_a_broken_file_with_one_line() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("listen = 0.0.0.0:4437"), "{out:?}");
     let out = ursula(&["gateway", "--check", "--upstream", "ftp://10.0.0.1"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
+    // The upstream timeouts the release notes name (the chart passes the first).
+    let timeouts = ["--upstream-tcp-user-timeout", "3s", "--response-header-timeout", "45s", "--connect-timeout", "1s"];
+    let out = ursula(&[&["gateway", "--check", "--upstream", "http://10.0.0.1:4437"][..], &timeouts[..]].concat());
+    assert!(out.status.success(), "{out:?}");
+    let out =
+        ursula(&["gateway", "--check", "--upstream", "http://10.0.0.1:4437", "--upstream-tcp-user-timeout", "500ms"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at least 1s"), "{out:?}");
+}
+
+/// spec/35: past `runtime.node_memory_abort_cap_size` a node aborts, as an
+/// OOM kill would, rather than answering anything.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_node_past_its_memory_abort_cap_aborts() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("capped.toml");
+    let text = "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n[runtime]\nnode_memory_abort_cap_size = \"1MiB\"\n";
+    std::fs::write(&config, text).expect("config");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ursula"))
+        .args(["server", "--config", &config.display().to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("ursula starts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "the node kept running past its cap");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(status.signal(), Some(6), "SIGABRT: {status:?}");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().expect("stderr"), &mut stderr).expect("stderr");
+    assert!(stderr.contains("runtime.node_memory_abort_cap_size"), "{stderr}");
 }

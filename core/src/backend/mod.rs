@@ -317,7 +317,7 @@ impl<E: GroupEngine> Streams for NodeBackend<E> {
         let group = self.group(&cmd.key);
         if let Some(cold) = &self.cold
             && cmd.cold.is_none()
-            && cmd.body.len() >= crate::cold::snapshots::EXTERNAL_PAYLOAD_MIN_SIZE
+            && cmd.body.len() as u64 >= cold.config.external_payload_min_size
         {
             let body = std::mem::take(&mut cmd.body);
             cmd.cold = Some(cold.store_snapshot(&cmd.key.bucket, group.0, body).await.map_err(Self::cold_failed)?);

@@ -52,6 +52,9 @@ pub struct ColdConfig {
     pub cache_size: u64,
     /// The orphan sweep reclaims a staged part older than this.
     pub parts_grace: Duration,
+    /// `runtime.external_payload_min_size`: snapshot bodies of at least
+    /// this many bytes go to the cold tier instead of replicated state.
+    pub external_payload_min_size: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -310,6 +313,7 @@ pub(crate) mod tests {
             flush_max_hot_age: Duration::ZERO,
             cache_size: 0,
             parts_grace: Duration::from_secs(86_400),
+            external_payload_min_size: crate::cold::snapshots::EXTERNAL_PAYLOAD_MIN_SIZE as u64,
         }
     }
 }

@@ -9,6 +9,7 @@ use ursula_stream::{BucketId, ColdBody, Snapshot, SnapshotDigest};
 use super::{Cold, ColdError};
 
 /// Snapshot bodies at least this large are stored in the cold tier.
+/// `runtime.external_payload_min_size`'s default.
 pub const EXTERNAL_PAYLOAD_MIN_SIZE: usize = 1024 * 1024;
 
 pub(super) fn unique_name() -> String {

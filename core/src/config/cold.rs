@@ -20,7 +20,7 @@ pub(super) fn duration(key: &'static str, text: Option<String>, default: Duratio
 }
 
 /// `None` when `backend` is unset or `none`.
-pub fn resolve(section: ColdSection) -> Result<Option<ColdConfig>, ConfigError> {
+pub fn resolve(section: ColdSection, external_payload_min_size: u64) -> Result<Option<ColdConfig>, ConfigError> {
     let refuse = |key, message: &str| Err(ConfigError::Refused { key, message: message.to_string() });
     let backend = match section.backend.as_deref() {
         None | Some("none") => return Ok(None),
@@ -104,6 +104,7 @@ pub fn resolve(section: ColdSection) -> Result<Option<ColdConfig>, ConfigError> 
         )?,
         gc_grace: duration("storage.cold.gc_grace", section.gc_grace, Duration::from_secs(300))?,
         parts_grace: duration("storage.cold.parts_grace", section.parts_grace, Duration::from_secs(86_400))?,
+        external_payload_min_size,
     }))
 }
 

@@ -180,6 +180,10 @@ pub struct RuntimeSection {
     pub cpu_affinity: Option<bool>,
     /// Live-read waiters per core (`65536`; `0`: no limit).
     pub live_read_max_waiters_per_core: Option<u64>,
+    /// Snapshot bodies of at least this size go to the cold tier (`1MiB`).
+    pub external_payload_min_size: Option<ByteSize>,
+    /// Resident memory past which the process aborts (unset: never).
+    pub node_memory_abort_cap_size: Option<ByteSize>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -194,6 +198,10 @@ pub struct RaftSection {
     pub snapshot_build_max_concurrency: Option<usize>,
     pub snapshot_pressure_max_groups_per_tick: Option<usize>,
     pub init_membership_per_group: Option<bool>,
+    /// spec/38's other spelling of the first start's membership bootstrap.
+    pub init_membership: Option<bool>,
+    /// Log entries kept below a snapshot for followers that lag (ours: `0`).
+    pub max_in_snapshot_log_to_keep: Option<u64>,
     pub install_snapshot_timeout: Option<String>,
     /// Ours: a leader's heartbeat period (`100ms`).
     pub heartbeat_interval: Option<String>,

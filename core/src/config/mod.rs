@@ -59,6 +59,9 @@ pub struct NodeConfig {
     /// `observability.tokio_console`: asked for, it is only warned about,
     /// since this binary is built without Tokio console.
     pub tokio_console: bool,
+    /// `runtime.node_memory_abort_cap_size`: resident bytes past which the
+    /// process aborts, like an OOM kill (spec/35); `None`: never.
+    pub memory_abort_cap: Option<u64>,
 }
 
 /// Threads serving client connections when `runtime.core_count` is not
@@ -107,6 +110,8 @@ pub struct RaftConfig {
     /// The cluster plane's listener (set whenever `peers` is).
     pub cluster_listen: Option<SocketAddr>,
     pub init_membership_per_group: bool,
+    /// `raft.max_in_snapshot_log_to_keep`: entries kept below a snapshot.
+    pub max_in_snapshot_log_to_keep: u64,
     pub snapshot_log_budget: u64,
     pub snapshot_backstop_logs: u64,
     /// `raft.snapshot_build_max_concurrency`: builds at once past the budget (1 to 16).
@@ -315,7 +320,18 @@ pub fn resolve(file: FileConfig, preset: Option<Preset>, cli: &CliOverrides) -> 
     };
     let cpu_affinity = file.runtime.cpu_affinity;
     let storage = file.storage;
-    let cold = cold::resolve(storage.cold)?;
+    let external_payload_min_size = file
+        .runtime
+        .external_payload_min_size
+        .map_or(crate::cold::snapshots::EXTERNAL_PAYLOAD_MIN_SIZE as u64, |s| s.0);
+    if external_payload_min_size == 0 {
+        return Err(ConfigError::Value {
+            key: "runtime.external_payload_min_size",
+            value: "0B".into(),
+            expected: "more than 0",
+        });
+    }
+    let cold = cold::resolve(storage.cold, external_payload_min_size)?;
     let admission = admission(inflight_body_size, &file.runtime, &file.raft, core_count, cold.is_some())?;
     let raft = file.raft;
     let group_count = match raft.group_count {
@@ -361,6 +377,7 @@ pub fn resolve(file: FileConfig, preset: Option<Preset>, cli: &CliOverrides) -> 
         cold,
         admission,
         tokio_console: file.observability.tokio_console.unwrap_or(false),
+        memory_abort_cap: file.runtime.node_memory_abort_cap_size.map(|s| s.0).filter(|cap| *cap > 0),
     })
 }
 
@@ -508,7 +525,13 @@ fn raft_config(raft: file::RaftSection, cli: &CliOverrides) -> Result<RaftConfig
         node_id: node_id.unwrap_or(1),
         peers,
         cluster_listen: None,
-        init_membership_per_group: raft.init_membership_per_group.unwrap_or(false),
+        // `raft.init_membership` is spec/38's other name for the same bootstrap.
+        init_membership_per_group: raft.init_membership_per_group.or(raft.init_membership).unwrap_or(false),
+        // 0 by default where spec/43 says 64: the snapshot driver measures
+        // a group's log since its last purge, so entries kept below a
+        // snapshot would count again (64 entries of 1 MiB are past a
+        // group's threshold, and it would snapshot every pass).
+        max_in_snapshot_log_to_keep: raft.max_in_snapshot_log_to_keep.unwrap_or(0),
         snapshot_log_budget,
         snapshot_backstop_logs,
         snapshot_build_max_concurrency,

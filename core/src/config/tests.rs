@@ -321,3 +321,27 @@ fn snapshot_build_limits() {
     );
     assert!(raft("snapshot_pressure_max_groups_per_tick = 0\n").expect_err("0").contains("at least 1"));
 }
+
+/// spec/19, 35, 38 and 43 keys of `[runtime]` and `[raft]`.
+#[test]
+fn runtime_and_raft_keys_of_the_operations_pages() {
+    let none = CliOverrides::default();
+    let cold = "[storage.cold]\nbackend = \"memory\"\n";
+    let c = cfg(None, cold, &none).expect("valid");
+    assert_eq!(c.cold.expect("cold").external_payload_min_size, 1024 * 1024);
+    let c = cfg(None, &format!("{cold}[runtime]\nexternal_payload_min_size = \"256KiB\"\n"), &none).expect("valid");
+    assert_eq!(c.cold.expect("cold").external_payload_min_size, 256 * 1024);
+    let err = cfg(None, "[runtime]\nexternal_payload_min_size = 0\n", &none).expect_err("0");
+    assert!(err.contains("runtime.external_payload_min_size"), "{err}");
+    assert_eq!(cfg(None, "", &none).expect("valid").memory_abort_cap, None);
+    let c = cfg(None, "[runtime]\nnode_memory_abort_cap_size = \"6GiB\"\n", &none).expect("valid");
+    assert_eq!(c.memory_abort_cap, Some(6 * ByteSize::GIB));
+    let raft = |text: &str| {
+        let c = cfg(None, &format!("[raft]\n{text}[raft.wal]\npath = \"/x\"\n"), &none).expect("valid");
+        let EngineConfig::Raft(r) = c.engine else { panic!("a WAL path runs Raft") };
+        (r.init_membership_per_group, r.max_in_snapshot_log_to_keep)
+    };
+    assert_eq!(raft(""), (false, 0));
+    assert_eq!(raft("init_membership = true\nmax_in_snapshot_log_to_keep = 1000\n"), (true, 1000));
+    assert_eq!(raft("init_membership_per_group = true\n"), (true, 0));
+}

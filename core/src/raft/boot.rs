@@ -141,8 +141,9 @@ fn raft_settings(raft: &RaftConfig) -> anyhow::Result<Arc<openraft::Config>> {
         // vote for it, so its return does not depose a working leader.
         enable_pre_vote: Some(true),
         snapshot_policy: SnapshotPolicy::LogsSinceLast(raft.snapshot_backstop_logs),
-        // A single voter has no follower to keep log for: purge through the snapshot.
-        max_in_snapshot_log_to_keep: 0,
+        // Entries a follower a little behind still catches up from, instead
+        // of a snapshot install (spec/43, `raft.max_in_snapshot_log_to_keep`).
+        max_in_snapshot_log_to_keep: raft.max_in_snapshot_log_to_keep,
         // A voter whose WAL was wiped rejoins with an empty log; its leader
         // replicates to it again instead of refusing (spec/35, "Rejoining a
         // wiped node").
