@@ -169,6 +169,7 @@ impl<E: GroupEngine> Admin<E> {
                 (StatusCode::CONFLICT, ErrorCode::NotLeader, "this node does not lead the group")
             }
             TransferError::InvalidTarget(why) => (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest, why),
+            TransferError::TargetNotReady(why) => (StatusCode::CONFLICT, ErrorCode::InvalidRequest, why),
             TransferError::Stopped { group, why } => {
                 tracing::error!(group, error = %why, "a leadership transfer found its group stopped");
                 (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal, "the group's Raft stopped")

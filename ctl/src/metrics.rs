@@ -14,6 +14,9 @@ pub struct NodeMetrics {
     pub leadership_shed: Option<String>,
     #[serde(default)]
     pub raft_maintenance: Option<Maintenance>,
+    /// Groups waiting at this node's crash-recovery gate (spec/35).
+    #[serde(default)]
+    pub recovery_gates: Vec<u32>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -68,6 +68,9 @@ pub struct CatchUp {
     pub lag: BTreeMap<u32, u64>,
     pub not_voter: Vec<u32>,
     pub missing: Vec<u32>,
+    /// Groups still behind the node's recovery gate: it caught up only once
+    /// it opened them (spec/35).
+    pub gated: Vec<u32>,
 }
 
 impl CatchUp {
@@ -76,13 +79,17 @@ impl CatchUp {
     }
 
     pub fn done(&self, tolerance: u64) -> bool {
-        self.not_voter.is_empty() && self.missing.is_empty() && self.lag.values().all(|l| *l <= tolerance)
+        self.not_voter.is_empty()
+            && self.missing.is_empty()
+            && self.gated.is_empty()
+            && self.lag.values().all(|l| *l <= tolerance)
     }
 }
 
 pub fn catch_up(obs: &Observation, node: u64) -> CatchUp {
     let mut out = CatchUp::default();
     let Some(me) = obs.get(&node) else { return out };
+    out.gated = me.recovery_gates.clone();
     let groups: BTreeSet<u32> = obs.values().flat_map(|m| m.raft_groups.iter().map(|g| g.raft_group_id)).collect();
     for group in groups {
         let Some(mine) = me.group(group) else {
@@ -111,8 +118,12 @@ pub fn cluster_issues(obs: &Observation, expected: &[u64], tolerance: u64) -> Ve
     let mut issues = Vec::new();
     let configured: BTreeSet<u64> = expected.iter().copied().collect();
     for id in expected {
-        if !obs.contains_key(id) {
-            issues.push(format!("node {id}: no metrics"));
+        match obs.get(id) {
+            None => issues.push(format!("node {id}: no metrics")),
+            Some(m) if !m.recovery_gates.is_empty() => {
+                issues.push(format!("node {id}: groups {:?} wait at its recovery gate", m.recovery_gates));
+            }
+            Some(_) => {}
         }
     }
     let groups: BTreeSet<u32> = obs.values().flat_map(|m| m.raft_groups.iter().map(|g| g.raft_group_id)).collect();
@@ -245,6 +256,12 @@ mod tests {
         let mut not_voter = obs.clone();
         not_voter.get_mut(&3).expect("3").raft_groups[1].voters = vec![1, 2];
         assert_eq!(catch_up(&not_voter, 3).not_voter, [1]);
+        // A node still behind its recovery gate has not caught up, lag or no lag.
+        let mut gated = obs.clone();
+        gated.get_mut(&3).expect("3").recovery_gates = vec![0];
+        assert!(!catch_up(&gated, 3).done(u64::MAX));
+        let issues = cluster_issues(&gated, &[1, 2, 3], u64::MAX);
+        assert!(issues.iter().any(|i| i == "node 3: groups [0] wait at its recovery gate"), "{issues:?}");
     }
 
     #[test]

@@ -75,6 +75,20 @@ async fn the_admin_route_transfers_a_groups_leadership_and_refuses_what_it_canno
     }
     let (status, body) = transfer(&http, &layout, from, 4, to, Some(&incarnation)).await;
     assert_eq!(status, 404, "group 4 of 4: {body}");
+    // A voter marked for maintenance takes no leadership: 409, until the mark is lifted.
+    let lay = &layout;
+    let mark = |method: reqwest::Method| {
+        let (http, url) = (http.clone(), format!("{}/__ursula/leadership-shed/maintenance", lay.admin_url(index(to))));
+        async move {
+            let theirs = incarnation_of(&http, lay, to).await;
+            let answer = http.request(method, url).header("x-ursula-process-incarnation", theirs).send().await;
+            answer.expect("the maintenance mark").status().as_u16()
+        }
+    };
+    assert_eq!(mark(reqwest::Method::POST).await, 200);
+    let (status, body) = transfer(&http, &layout, from, group, to, Some(&incarnation)).await;
+    assert_eq!(status, 409, "a transfer to a voter in maintenance: {body}");
+    assert_eq!(mark(reqwest::Method::DELETE).await, 200);
 
     let (status, body) = transfer(&http, &layout, from, group, to, Some(&incarnation)).await;
     assert_eq!(status, 200, "{body}");

@@ -216,3 +216,31 @@ async fn the_group_count_of_a_wal_cannot_change() {
     assert!(!status.success());
     assert!(stderr.contains("raft.group_count"), "{stderr}");
 }
+
+/// spec/35 "Deleted data": a small removal makes its group snapshot a
+/// quarter of `raft.deleted_data_max_age` after the replica applied it, and
+/// the log is purged through that snapshot. The group's log (a few bytes)
+/// is far below its snapshot threshold, so nothing else would snapshot it.
+#[tokio::test]
+async fn a_deleted_stream_leaves_the_snapshot_and_the_log_within_a_quarter_of_its_bound() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let extra = "[raft]\ngroup_count = 1\ninstall_snapshot_timeout = \"1s\"\ndeleted_data_max_age = \"8s\"\n";
+    let node = Node::spawn(&args_for(dir.path(), extra), None);
+    node.create(S, TEXT).await;
+    node.append(S, TEXT, body(1)).await;
+    let group = |m: &serde_json::Value, key: &str| m["raft_groups"][0][key].as_u64().unwrap_or(0);
+    let before = node.get("/__ursula/metrics").send().await.json();
+    node.delete(S).send().await.expect(204);
+    let removed_at = group(&node.get("/__ursula/metrics").send().await.json(), "last_applied_index");
+    assert!(group(&before, "snapshot_index") < removed_at, "{before}");
+    let started = std::time::Instant::now();
+    loop {
+        let m = node.get("/__ursula/metrics").send().await.json();
+        if group(&m, "snapshot_index") >= removed_at && group(&m, "purged_index") >= removed_at {
+            eprintln!("deleted data: snapshot and purge {:?} after the delete", started.elapsed());
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "no snapshot covers the delete: {m}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

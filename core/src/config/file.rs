@@ -203,6 +203,8 @@ pub struct RaftSection {
     /// Log entries kept below a snapshot for followers that lag (ours: `0`).
     pub max_in_snapshot_log_to_keep: Option<u64>,
     pub install_snapshot_timeout: Option<String>,
+    /// How long a replica keeps a removed stream in its snapshot and log.
+    pub deleted_data_max_age: Option<String>,
     /// Ours: a leader's heartbeat period (`100ms`).
     pub heartbeat_interval: Option<String>,
     /// Ours: a follower campaigns after hearing nothing for a random time

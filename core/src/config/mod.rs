@@ -120,6 +120,9 @@ pub struct RaftConfig {
     pub snapshot_pressure_max_groups_per_tick: usize,
     /// How long a leader waits on one snapshot install; bounds the S3 copy.
     pub install_snapshot_timeout: Duration,
+    /// `raft.deleted_data_max_age`: a group owing a removal snapshots a
+    /// quarter of this after applying it.
+    pub deleted_data_max_age: Duration,
     /// `None`: snapshots inline (on the node's disk and in the RPC).
     pub snapshot_store: Option<Box<SnapshotStoreConfig>>,
     /// `storage.snapshot.drive_interval`: 5 s with S3 snapshots, 1 s inline.
@@ -512,6 +515,21 @@ fn raft_config(raft: file::RaftSection, cli: &CliOverrides) -> Result<RaftConfig
     if install_snapshot_timeout.is_zero() {
         return Err(ConfigError::Refused { key: "raft.install_snapshot_timeout", message: "must be non-zero".into() });
     }
+    let least_deleted_age = install_snapshot_timeout.saturating_mul(8);
+    let deleted_data_max_age = match raft.deleted_data_max_age {
+        None => least_deleted_age.max(Duration::from_secs(3600)),
+        Some(text) => {
+            let age = cold::duration("raft.deleted_data_max_age", Some(text), Duration::ZERO)?;
+            if age < least_deleted_age {
+                return Err(ConfigError::Startup(format!(
+                    "raft.deleted_data_max_age ({}s) must be at least eight times raft.install_snapshot_timeout ({}s)",
+                    age.as_secs(),
+                    least_deleted_age.as_secs()
+                )));
+            }
+            age
+        }
+    };
     let node_id = cli.node_id.or(raft.node_id);
     if node_id == Some(0) {
         return Err(ConfigError::Startup("raft.node_id must be non-zero".into()));
@@ -537,6 +555,7 @@ fn raft_config(raft: file::RaftSection, cli: &CliOverrides) -> Result<RaftConfig
         snapshot_build_max_concurrency,
         snapshot_pressure_max_groups_per_tick,
         install_snapshot_timeout,
+        deleted_data_max_age,
         snapshot_store: None,
         snapshot_drive_interval: Duration::from_secs(1),
         wal: WalConfig {

@@ -345,3 +345,20 @@ fn runtime_and_raft_keys_of_the_operations_pages() {
     assert_eq!(raft("init_membership = true\nmax_in_snapshot_log_to_keep = 1000\n"), (true, 1000));
     assert_eq!(raft("init_membership_per_group = true\n"), (true, 0));
 }
+
+/// `raft.deleted_data_max_age`: an hour or eight install timeouts, and no
+/// set value below eight install timeouts.
+#[test]
+fn deleted_data_max_age_has_its_floor() {
+    let none = CliOverrides::default();
+    let age = |text: &str| -> Result<Duration, String> {
+        let c = cfg(None, &format!("[raft]\n{text}[raft.wal]\npath = \"/x\"\n"), &none)?;
+        let EngineConfig::Raft(r) = c.engine else { panic!("a WAL path runs Raft") };
+        Ok(r.deleted_data_max_age)
+    };
+    assert_eq!(age(""), Ok(Duration::from_secs(3600)));
+    assert_eq!(age("install_snapshot_timeout = \"10m\"\n"), Ok(Duration::from_secs(4800)));
+    assert_eq!(age("deleted_data_max_age = \"16m\"\n"), Ok(Duration::from_secs(960)));
+    let err = age("deleted_data_max_age = \"15m\"\n").expect_err("below eight installs");
+    assert!(err.contains("raft.deleted_data_max_age") && err.contains("eight times"), "{err}");
+}

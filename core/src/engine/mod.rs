@@ -75,6 +75,11 @@ pub enum TransferError {
     NotLeader { group: u32, leader: Option<u64> },
     #[error("{0}")]
     InvalidTarget(&'static str),
+    /// A voter of the group that cannot take it now (spec/34: `409` for a
+    /// recovering target; spec/35: a handoff goes only to a voter that
+    /// holds every committed entry).
+    #[error("{0}")]
+    TargetNotReady(&'static str),
     #[error("raft group {group} stopped: {why}")]
     Stopped { group: u32, why: String },
 }

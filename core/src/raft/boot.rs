@@ -364,6 +364,7 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
                 per_tick: raft.snapshot_pressure_max_groups_per_tick,
             },
             raft.snapshot_drive_interval,
+            raft.deleted_data_max_age,
         )),
         tokio::spawn(driver::disk(engine.guard.clone(), dir.clone())),
         tokio::spawn(driver::log_pressure(engine.clone())),

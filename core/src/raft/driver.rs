@@ -33,7 +33,8 @@ const SLOT_POLL: Duration = Duration::from_millis(20);
 /// Ticks every `storage.snapshot.drive_interval`. Each pass starts the
 /// builds `snapshot_plan::plan` names, and while due groups wait for a slot
 /// it keeps starting them as builds end, until the next tick.
-pub async fn snapshots(engine: Arc<RaftEngine>, limits: Limits, every: Duration) {
+pub async fn snapshots(engine: Arc<RaftEngine>, limits: Limits, every: Duration, deleted_data_max_age: Duration) {
+    let removal_due = deleted_data_max_age / 4;
     let count = engine.groups().len() as u32;
     let mut asked: HashMap<usize, (Instant, u64)> = HashMap::new();
     let mut tick = tokio::time::interval(every);
@@ -61,12 +62,13 @@ pub async fn snapshots(engine: Arc<RaftEngine>, limits: Limits, every: Duration)
                         log_bytes: g.log.bytes_since_purge(),
                         threshold: threshold(limits.budget, count, g.shared.snapshot_bytes.load(Ordering::Relaxed)),
                         busy: claimed || g.shared.building.load(Ordering::Relaxed),
+                        owes_removal: g.shared.pending_removal().is_some_and(|r| r.at.elapsed() >= removal_due),
                     }
                 })
                 .collect();
             let in_flight = groups.iter().filter(|g| g.busy).count();
             engine.snapshot_builds_peak.fetch_max(in_flight, Ordering::Relaxed);
-            let due = groups.iter().any(|g| !g.busy && g.log_bytes >= g.threshold);
+            let due = groups.iter().any(|g| !g.busy && g.due());
             let chosen = plan(&groups, limits, in_flight);
             let cap = limits.per_tick.saturating_mul(limits.max_builds);
             for i in &chosen {

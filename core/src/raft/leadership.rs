@@ -94,8 +94,26 @@ impl RaftEngine {
         if to == self.node_id {
             return Err(TransferError::InvalidTarget("the target is this node, which already leads the group"));
         }
-        if !self.voters().contains(&to) {
+        let (members, committed, matched) = {
+            let m = g.raft.metrics();
+            let m = m.borrow_watched();
+            let members: Vec<NodeId> = m.membership_config.membership().voter_ids().collect();
+            let matched = m.replication.as_ref().and_then(|r| r.get(&to).cloned()).flatten().map(|l| l.index);
+            (members, m.local_committed.map(|c| c.index), matched)
+        };
+        if !self.voters().contains(&to) || !members.contains(&to) {
             return Err(TransferError::InvalidTarget("the target is not a voter of the group"));
+        }
+        if matched < committed {
+            return Err(TransferError::TargetNotReady(
+                "the target does not hold every committed entry of the group yet",
+            ));
+        }
+        if let Some(peers) = &self.peers
+            && let Ok(state) = peers.shed_state(to, self.peer_timeout).await
+            && !state.should_accept_transfer
+        {
+            return Err(TransferError::TargetNotReady("the target takes no leadership now (draining or recovering)"));
         }
         self.trigger(group, g, to).await?;
         Ok(Transferred { group, from: self.node_id, to, term })

@@ -13,6 +13,16 @@ pub struct GroupLog {
     pub threshold: u64,
     /// A build of it runs, or was just asked for.
     pub busy: bool,
+    /// It applied a removal a quarter of `raft.deleted_data_max_age` ago
+    /// that no snapshot covers: due whatever its log.
+    pub owes_removal: bool,
+}
+
+impl GroupLog {
+    /// Its log reached its threshold, or it owes a removal a snapshot.
+    pub fn due(&self) -> bool {
+        self.log_bytes >= self.threshold || self.owes_removal
+    }
 }
 
 /// The node's limits.
@@ -55,14 +65,14 @@ pub fn plan(groups: &[GroupLog], limits: Limits, in_flight: usize) -> Vec<usize>
     if room == 0 {
         return Vec::new();
     }
-    let mut idle: Vec<&GroupLog> = groups.iter().filter(|g| !g.busy && g.log_bytes > 0).collect();
+    let mut idle: Vec<&GroupLog> = groups.iter().filter(|g| !g.busy && (g.log_bytes > 0 || g.owes_removal)).collect();
     idle.sort_by(|a, b| b.log_bytes.cmp(&a.log_bytes).then(a.group.cmp(&b.group)));
     let pressure = total >= limits.budget / 4 * 3;
     let mut left = total;
     let mut chosen = Vec::new();
     for g in idle {
         let relieves = pressure && left > limits.budget / 2;
-        if g.log_bytes >= g.threshold || relieves {
+        if g.due() || relieves {
             chosen.push(g.group);
             left -= g.log_bytes;
             if chosen.len() == room {
@@ -101,7 +111,18 @@ mod tests {
     }
 
     fn g(group: usize, log_bytes: u64, threshold: u64) -> GroupLog {
-        GroupLog { group, log_bytes, threshold, busy: false }
+        GroupLog { group, log_bytes, threshold, busy: false, owes_removal: false }
+    }
+
+    #[test]
+    fn a_group_that_owes_a_removal_is_due_below_its_threshold() {
+        let limits = Limits { budget: 1024 * MIB, max_builds: 2, per_tick: 16 };
+        let mut groups = [g(0, 20 * MIB, 16 * MIB), g(1, 1024, 16 * MIB), g(2, 0, 16 * MIB)];
+        groups[2].owes_removal = true;
+        // Due groups by log size: the one over its threshold first.
+        assert_eq!(plan(&groups, limits, 0), vec![0]);
+        groups[0].log_bytes = MIB;
+        assert_eq!(plan(&groups, limits, 0), vec![2], "even with its log purged already");
     }
 
     #[test]

@@ -39,6 +39,47 @@ pub struct GroupShared {
     pub apply_stopped: AtomicBool,
     /// A snapshot build of the group runs (the driver's build slots).
     pub building: AtomicBool,
+    /// The oldest removal (a delete, a purge, an expiry) this replica
+    /// applied that no snapshot of it covers yet (`raft.deleted_data_max_age`).
+    removal: Mutex<Option<Removal>>,
+}
+
+/// A removal a snapshot still owes: its entry's index and when it applied.
+#[derive(Debug, Clone, Copy)]
+pub struct Removal {
+    pub index: u64,
+    pub at: std::time::Instant,
+}
+
+impl GroupShared {
+    /// The oldest removal no snapshot covers yet.
+    pub fn pending_removal(&self) -> Option<Removal> {
+        *self.removal.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn removed_at(&self, index: u64) {
+        let mut pending = self.removal.lock().unwrap_or_else(|p| p.into_inner());
+        if pending.is_none() {
+            *pending = Some(Removal { index, at: std::time::Instant::now() });
+        }
+    }
+
+    /// A snapshot through `index` covers the removals up to it.
+    fn covered_through(&self, index: u64) {
+        let mut pending = self.removal.lock().unwrap_or_else(|p| p.into_inner());
+        if pending.is_some_and(|r| r.index <= index) {
+            *pending = None;
+        }
+    }
+}
+
+/// Whether an applied command removed a stream from the group's state.
+fn removes(outcome: &Outcome) -> bool {
+    match outcome {
+        Outcome::Delete(Ok(_)) => true,
+        Outcome::Sweep { removed, .. } | Outcome::PurgeBucket { removed } => *removed > 0,
+        _ => false,
+    }
 }
 
 /// Marks a group's build as running until dropped.
@@ -177,6 +218,7 @@ impl GroupMachine {
             current: Mutex::new(current),
             apply_stopped: AtomicBool::new(false),
             building: AtomicBool::new(false),
+            removal: Mutex::new(None),
         });
         Ok(GroupMachine { group, shared, snapshot_dir, objects })
     }
@@ -208,6 +250,7 @@ impl GroupMachine {
     /// Makes the snapshot just written the group's current one.
     fn kept(&self, object: Option<&str>, meta: &SnapshotMeta, size: u64) {
         *self.shared.current() = Some(meta.clone());
+        self.shared.covered_through(meta.last_log_id.map_or(0, |l| l.index));
         self.shared.snapshot_bytes.store(size, Ordering::Relaxed);
         self.shared.snapshot_index.store(meta.last_log_id.map_or(0, |l| l.index), Ordering::Relaxed);
         if let Some(store) = self.objects.clone() {
@@ -317,7 +360,12 @@ impl RaftStateMachine<TypeConfig> for GroupMachine {
                             match std::panic::catch_unwind(AssertUnwindSafe(|| {
                                 apply_command(&mut state, p.command, ctx)
                             })) {
-                                Ok(outcome) => outcome,
+                                Ok(outcome) => {
+                                    if removes(&outcome) {
+                                        self.shared.removed_at(entry.log_id.index);
+                                    }
+                                    outcome
+                                }
                                 Err(panic) => {
                                     failed = Some((entry.log_id.index, panic_message(panic.as_ref())));
                                     break;

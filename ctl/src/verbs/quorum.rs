@@ -25,6 +25,17 @@ struct Proof {
     index: u64,
 }
 
+/// `call`, cut off at `deadline` (spec/34: one absolute deadline covers the
+/// metrics requests, the RPCs and the waits).
+async fn within<T>(
+    deadline: Instant,
+    late: &impl Fn(String) -> CtlError,
+    call: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    tokio::time::timeout(left, call).await.unwrap_or_else(|_| Err(late("a request did not answer".into())))
+}
+
 pub async fn run(cluster: &Cluster, expected_groups: usize, timeout: Duration) -> Result<()> {
     let started_ms = now_ms();
     let deadline = Instant::now() + timeout;
@@ -42,7 +53,7 @@ pub async fn run(cluster: &Cluster, expected_groups: usize, timeout: Duration) -
         }
         let mut leaders = BTreeMap::new();
         for id in &ids {
-            let m = cluster.metrics(*id).await?;
+            let m = within(deadline, &late, cluster.metrics(*id)).await?;
             if m.raft_groups.len() != expected_groups {
                 return Err(CtlError::Abort(format!(
                     "node {id} hosts {} groups, expected {expected_groups}",
@@ -67,7 +78,8 @@ pub async fn run(cluster: &Cluster, expected_groups: usize, timeout: Duration) -
             if proofs.contains_key(&group) {
                 continue;
             }
-            let answer = cluster.mutate(leader, Method::GET, &format!("/__ursula/raft/{group}/quorum")).await?;
+            let path = format!("/__ursula/raft/{group}/quorum");
+            let answer = within(deadline, &late, cluster.mutate(leader, Method::GET, &path)).await?;
             if answer.status == StatusCode::OK {
                 let field = |k: &str| answer.body.get(k).and_then(Value::as_u64);
                 if let (Some(term), Some(index)) = (field("term"), field("required_applied_index")) {
@@ -84,7 +96,7 @@ pub async fn run(cluster: &Cluster, expected_groups: usize, timeout: Duration) -
     loop {
         let mut behind = Vec::new();
         for id in &ids {
-            let m = cluster.metrics(*id).await?;
+            let m = within(deadline, &late, cluster.metrics(*id)).await?;
             for (group, proof) in &proofs {
                 let g = m.group(*group).ok_or_else(|| CtlError::Abort(format!("node {id} lost group {group}")))?;
                 if g.current_term != proof.term {

@@ -38,7 +38,7 @@ pub async fn wait(cluster: &Cluster, node: u64, tolerance: u64, stall: Duration)
     let started = Instant::now();
     let mut last_progress = Instant::now();
     // Progress: more applied, or less lag, than ever seen in this wait.
-    let (mut best_applied, mut best_lag) = (0u64, u64::MAX);
+    let (mut best_applied, mut best_lag, mut best_gated) = (0u64, u64::MAX, usize::MAX);
     loop {
         let obs = observe(cluster).await?;
         if obs.contains_key(&node) {
@@ -50,16 +50,18 @@ pub async fn wait(cluster: &Cluster, node: u64, tolerance: u64, stall: Duration)
                 println!("node {node} caught up: voter of every group, lag {} ({took} ms)", c.total_lag());
                 return Ok(());
             }
-            if applied > best_applied || c.total_lag() < best_lag {
+            if applied > best_applied || c.total_lag() < best_lag || c.gated.len() < best_gated {
                 last_progress = Instant::now();
             }
             best_applied = best_applied.max(applied);
             best_lag = best_lag.min(c.total_lag());
+            best_gated = best_gated.min(c.gated.len());
             progress.say(&format!(
-                "wait node {node}: lag {} entries over {} groups, not a voter in {}",
+                "wait node {node}: lag {} entries over {} groups, not a voter in {}, gated in {}",
                 c.total_lag(),
                 c.lag.values().filter(|l| **l > tolerance).count(),
-                c.not_voter.len()
+                c.not_voter.len(),
+                c.gated.len()
             ));
         } else {
             progress.say(&format!("wait node {node}: no metrics yet"));
