@@ -89,6 +89,22 @@ impl<E: GroupEngine> Admin<E> {
                 }
                 self.snapshot(group).await
             }
+            (&Method::POST, ["__ursula", "raft", group, "purge"]) => {
+                if let Err(refused) = check_incarnation(&req) {
+                    return refusal(refused);
+                }
+                let upto = req.uri().query().and_then(|q| {
+                    q.split('&').find_map(|kv| kv.strip_prefix("upto=")).and_then(|n| n.parse::<u64>().ok())
+                });
+                let Ok(group) = group.parse::<u32>() else {
+                    return refusal(ApiError::NotFound);
+                };
+                let Some(upto) = upto else {
+                    let why = "purge needs ?upto=<log index>";
+                    return refusal(admin_refusal(StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest, why));
+                };
+                admin_answer(self.engine.purge_log(group, upto).await)
+            }
             (&Method::GET, ["__ursula", "backup", "info"]) => {
                 json_answer(StatusCode::OK, serde_json::json!(crate::backup::info(&*self.engine, &self.cluster_id)))
             }
@@ -307,6 +323,12 @@ fn admin_error(e: AdminError) -> Answer {
         AdminError::NoRaft | AdminError::UnknownGroup(_) => refusal(ApiError::NotFound),
         AdminError::Busy(_) => {
             let why = "no snapshot of the group could start in time: retry";
+            let mut answer = refusal(admin_refusal(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::RaftSnapshotBusy, why));
+            answer.headers_mut().insert(http::header::RETRY_AFTER, http::HeaderValue::from_static("1"));
+            answer
+        }
+        AdminError::PurgeBusy(_) => {
+            let why = "a snapshot of the group builds or an earlier purge has not landed: retry";
             let mut answer = refusal(admin_refusal(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::RaftSnapshotBusy, why));
             answer.headers_mut().insert(http::header::RETRY_AFTER, http::HeaderValue::from_static("1"));
             answer

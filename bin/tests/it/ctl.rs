@@ -379,3 +379,46 @@ async fn the_verbs_report_gate_and_refuse_with_their_exit_codes() {
     let help = succeeded(&ctl(&["drain", "--help"]).await, "help");
     assert!(help.contains("--dry-run") && help.contains("--node <ID>"), "{help}");
 }
+
+/// spec/35's `POST /__ursula/raft/{group}/purge?upto=N`: a group's log is
+/// purged through N, at most through its snapshot; the route names what it
+/// purged through, and refuses what it cannot do with its status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_purge_route_purges_a_groups_log_through_its_snapshot() {
+    let mut layout = Layout::new(1, "purge-route", 1, Planes::Shared);
+    // Entries kept below a snapshot: the route purges what the snapshot left.
+    layout.raft_extra = "max_in_snapshot_log_to_keep = 1000\n".into();
+    let _nodes = start_all(&layout).await;
+    let (http, urls) = (client(), layout.client_urls());
+    create(&http, &urls, "/purge/s").await;
+    for n in 0..20 {
+        let answer = http.post(format!("{}/purge/s", urls[0])).header("content-type", "text/plain").body(record(n));
+        assert!(answer.send().await.expect("append").status().is_success());
+    }
+    let (status, snap) = admin(&http, &layout, 0, reqwest::Method::POST, "/__ursula/raft/0/snapshot").await;
+    assert_eq!(status, 200, "{snap}");
+    let snapshot = snap["snapshot_index"].as_u64().expect("snapshot_index");
+    let purged = |m: &Value| m["raft_groups"][0]["purged_index"].as_u64();
+    let before = metrics(&http, &urls[0]).await.expect("metrics");
+    assert!(purged(&before) < Some(snapshot), "1000 entries kept below the snapshot: {before}");
+
+    let (status, body) = admin(&http, &layout, 0, reqwest::Method::POST, "/__ursula/raft/0/purge").await;
+    assert_eq!(status, 400, "no upto: {body}");
+    let (status, body) = admin(&http, &layout, 0, reqwest::Method::POST, "/__ursula/raft/9/purge?upto=1").await;
+    assert_eq!(status, 404, "no group 9: {body}");
+    let path = format!("/__ursula/raft/0/purge?upto={}", snapshot + 50);
+    let bare = http.post(format!("{}{path}", layout.admin_url(0))).send().await.expect("bare");
+    assert_eq!(bare.status(), 428, "admin mutations need the process incarnation");
+    let (status, asked) = admin(&http, &layout, 0, reqwest::Method::POST, &path).await;
+    assert_eq!(status, 200, "{asked}");
+    assert_eq!((asked["requested"].as_u64(), asked["purged_upto"].as_u64()), (Some(snapshot + 50), Some(snapshot)));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let m = metrics(&http, &urls[0]).await.expect("metrics");
+        if purged(&m) >= Some(snapshot) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the purge did not land: {m}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

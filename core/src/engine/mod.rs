@@ -103,6 +103,16 @@ pub struct SnapshotTaken {
     pub snapshot_index: u64,
 }
 
+/// A log purge asked of a group (`POST /__ursula/raft/{group}/purge?upto=N`):
+/// through `purged_upto`, at most the group's last snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct PurgeAsked {
+    #[serde(rename = "raft_group_id")]
+    pub group: u32,
+    pub requested: u64,
+    pub purged_upto: u64,
+}
+
 /// A leader's proof of its leadership (`GET /__ursula/raft/{group}/quorum`):
 /// a quorum confirmed it in `term` after the request arrived, and every
 /// replica that applies `required_applied_index` holds what it committed.
@@ -126,6 +136,9 @@ pub enum AdminError {
     NotLeader(u32),
     #[error("no snapshot of raft group {0} could start in time")]
     Busy(u32),
+    /// A snapshot of the group builds, or an earlier purge has not landed.
+    #[error("raft group {0} is building a snapshot or purging its log")]
+    PurgeBusy(u32),
     #[error("{0}")]
     Failed(String),
 }
@@ -217,6 +230,10 @@ pub trait GroupEngine: Send + Sync + 'static {
     }
     /// Takes a snapshot of `group` covering everything it applied so far.
     fn snapshot(&self, _group: u32) -> impl Future<Output = Result<SnapshotTaken, AdminError>> + Send {
+        async { Err(AdminError::NoRaft) }
+    }
+    /// Purges `group`'s log through `upto`, at most through its last snapshot.
+    fn purge_log(&self, _group: u32, _upto: u64) -> impl Future<Output = Result<PurgeAsked, AdminError>> + Send {
         async { Err(AdminError::NoRaft) }
     }
     /// Proves this node's leadership of `group` with a fresh quorum round.

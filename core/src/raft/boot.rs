@@ -338,6 +338,7 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
         shed,
         transfers: Default::default(),
         snapshot_builds_peak: Default::default(),
+        purges_asked: Default::default(),
         log_pressure: super::log_pressure::LogPressure::new(raft.snapshot_log_budget, clustered),
         store_health: raft
             .snapshot_store

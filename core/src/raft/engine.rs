@@ -73,6 +73,8 @@ pub struct RaftEngine {
     pub(super) transfers: super::leadership::TransferStats,
     /// The most snapshot builds the driver has seen running at once.
     pub(super) snapshot_builds_peak: std::sync::atomic::AtomicUsize,
+    /// Per group, the last purge an operator asked for (`purge_now`).
+    pub(super) purges_asked: std::sync::Mutex<std::collections::HashMap<u32, u64>>,
 }
 
 impl RaftEngine {
@@ -301,6 +303,10 @@ impl GroupEngine for RaftEngine {
 
     async fn snapshot(&self, group: u32) -> Result<SnapshotTaken, AdminError> {
         self.snapshot_now(group).await
+    }
+
+    async fn purge_log(&self, group: u32, upto: u64) -> Result<crate::engine::PurgeAsked, AdminError> {
+        self.purge_now(group, upto).await
     }
 
     fn applied_index(&self, group: GroupId) -> u64 {

@@ -1,7 +1,8 @@
 //! What operators read and ask of a voter's Raft groups: the
 //! `raft_maintenance` report of `/__ursula/metrics` (who leads, which voter
 //! sets, what keeps the node from being a full replica), and a snapshot on
-//! demand (`POST /__ursula/raft/{group}/snapshot`).
+//! demand (`POST /__ursula/raft/{group}/snapshot`) and a log purge
+//! (`POST /__ursula/raft/{group}/purge?upto=N`).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -11,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::engine::RaftEngine;
 use super::types::NodeId;
-use crate::engine::{AdminError, QuorumProof, SnapshotTaken};
+use crate::engine::{AdminError, PurgeAsked, QuorumProof, SnapshotTaken};
 
 /// How long a snapshot on demand may take before the route answers `503`.
 const SNAPSHOT_WAIT: Duration = Duration::from_secs(10);
@@ -142,6 +143,28 @@ impl RaftEngine {
             return Err(AdminError::NotLeader(group));
         }
         Ok(QuorumProof { group, leader: self.node_id, term, required_applied_index: index })
+    }
+
+    /// Purges `group`'s log through `upto`, at most through its published
+    /// snapshot (spec/35): refused as busy while a snapshot of the group
+    /// builds, or an earlier purge of it has not landed.
+    pub async fn purge_now(&self, group: u32, upto: u64) -> Result<PurgeAsked, AdminError> {
+        let g = self.groups.get(group as usize).ok_or(AdminError::UnknownGroup(group))?;
+        let (snapshot, purged) = {
+            let m = g.raft.metrics();
+            let m = m.borrow_watched();
+            (m.snapshot.map(|s| s.index), m.purged.map(|p| p.index))
+        };
+        let pending = self.purges_asked.lock().unwrap_or_else(|p| p.into_inner()).get(&group).copied();
+        if g.shared.building.load(std::sync::atomic::Ordering::Relaxed) || pending > purged {
+            return Err(AdminError::PurgeBusy(group));
+        }
+        let purged_upto = snapshot.map_or(0, |s| s.min(upto));
+        if snapshot.is_some() && Some(purged_upto) > purged {
+            g.raft.trigger().purge_log(purged_upto).await.map_err(|e| AdminError::Failed(e.to_string()))?;
+            self.purges_asked.lock().unwrap_or_else(|p| p.into_inner()).insert(group, purged_upto);
+        }
+        Ok(PurgeAsked { group, requested: upto, purged_upto: purged.map_or(purged_upto, |p| p.max(purged_upto)) })
     }
 
     /// Snapshots `group` and waits until its snapshot covers what it had
