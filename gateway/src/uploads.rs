@@ -63,7 +63,15 @@ impl UploadLimits {
                 return Err(UploadLimitsError::LimitAboveSharedBudget { budget, needed });
             }
             Some(budget) => budget,
-            None => DEFAULT_BUDGET_BYTES.max(needed),
+            None if needed > DEFAULT_BUDGET_BYTES => {
+                // The release notes' rule: it keeps starting, and says so.
+                tracing::warn!(
+                    budget = needed,
+                    "--body-budget-bytes is unset and the request limit plus the small-body headroom passes 256 MiB: the body budget grows to their sum"
+                );
+                needed
+            }
+            None => DEFAULT_BUDGET_BYTES,
         };
         if stall_timeout.is_zero() {
             return Err(UploadLimitsError::ZeroStallTimeout);

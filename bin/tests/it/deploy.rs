@@ -177,3 +177,38 @@ fn a_node_past_its_memory_abort_cap_aborts() {
     std::io::Read::read_to_string(child.stderr.as_mut().expect("stderr"), &mut stderr).expect("stderr");
     assert!(stderr.contains("runtime.node_memory_abort_cap_size"), "{stderr}");
 }
+
+/// spec/07: without `--config` a node searches `./ursula.toml`,
+/// `/etc/ursula/ursula.toml`, then the user's config paths.
+#[tokio::test]
+async fn a_node_finds_its_config_in_the_users_config_directory() {
+    let home = tempfile::tempdir().expect("home");
+    let elsewhere = tempfile::tempdir().expect("a directory without ursula.toml");
+    let dir = home.path().join(".config").join("ursula");
+    std::fs::create_dir_all(&dir).expect("config dir");
+    let wal = home.path().join("wal");
+    std::fs::write(dir.join("ursula.toml"), format!("[raft]\ngroup_count = 3\n[raft.wal]\npath = {wal:?}\n"))
+        .expect("config");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ursula"));
+    command
+        .args(["server", "--listen", "127.0.0.1:0"])
+        .current_dir(elsewhere.path())
+        .env("HOME", home.path())
+        .env_remove("XDG_CONFIG_HOME")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut child = command.spawn().expect("ursula starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let first = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).map(|_| line)
+    })
+    .await
+    .expect("read")
+    .expect("a start line");
+    let _ = child.kill();
+    let _ = child.wait();
+    let expected = dir.join("ursula.toml");
+    assert!(first.contains(&format!("config {}", expected.display())), "{first}");
+    assert!(first.contains("durable node"), "{first}");
+}

@@ -1,6 +1,6 @@
 //! Node configuration (spec/07-configuration.md): built-in defaults < a
 //! preset < the TOML file (`--config`, else `./ursula.toml`, else
-//! `/etc/ursula/ursula.toml`) < CLI overrides. Unknown keys and invalid
+//! `/etc/ursula/ursula.toml`, else the user's config directory) < CLI overrides. Unknown keys and invalid
 //! values refuse startup with one line naming the key.
 //!
 //! Module map:
@@ -194,12 +194,22 @@ pub struct CliOverrides {
     pub json_reads: Option<String>,
 }
 
-/// The file to load: the one named, else the first of the search path that exists.
+/// The file to load: the one named, else the first of the search path that
+/// exists: `./ursula.toml`, `/etc/ursula/ursula.toml`, then the user's
+/// (`$XDG_CONFIG_HOME/ursula/ursula.toml`, else `~/.config/ursula/ursula.toml`).
 fn config_path(named: Option<&Path>) -> Option<PathBuf> {
     if let Some(p) = named {
         return Some(p.to_path_buf());
     }
-    ["ursula.toml", "/etc/ursula/ursula.toml"].iter().map(PathBuf::from).find(|p| p.is_file())
+    let user = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").filter(|d| !d.is_empty()).map(|h| PathBuf::from(h).join(".config")))
+        .map(|d| d.join("ursula").join("ursula.toml"));
+    [PathBuf::from("ursula.toml"), PathBuf::from("/etc/ursula/ursula.toml")]
+        .into_iter()
+        .chain(user)
+        .find(|p| p.is_file())
 }
 
 pub fn load(cli: &CliOverrides) -> Result<NodeConfig, ConfigError> {
@@ -350,6 +360,7 @@ pub fn resolve(file: FileConfig, preset: Option<Preset>, cli: &CliOverrides) -> 
     let cluster_listen = file.server.cluster_listen;
     let engine = if memory {
         // The keys are checked whatever the engine.
+        snapshot::drive_interval(storage.snapshot.drive_interval.clone(), false)?;
         snapshot::resolve(storage.snapshot, cold.as_ref(), false, Duration::MAX)?;
         EngineConfig::Memory
     } else {

@@ -362,3 +362,12 @@ fn deleted_data_max_age_has_its_floor() {
     let err = age("deleted_data_max_age = \"15m\"\n").expect_err("below eight installs");
     assert!(err.contains("raft.deleted_data_max_age") && err.contains("eight times"), "{err}");
 }
+
+/// `--preset default` with a file still checks the snapshot keys the
+/// in-memory engine does not use: a file that refuses under Raft refuses here.
+#[test]
+fn the_in_memory_engine_checks_the_drive_interval_too() {
+    let err = cfg(Some(Preset::Default), "[storage.snapshot]\ndrive_interval = \"0s\"\n", &CliOverrides::default())
+        .expect_err("0s");
+    assert!(err.contains("storage.snapshot.drive_interval"), "{err}");
+}
