@@ -89,6 +89,23 @@ impl<E: GroupEngine> Admin<E> {
                 }
                 self.snapshot(group).await
             }
+            (&Method::POST, ["__ursula", "raft", group, "membership"]) => {
+                if let Err(refused) = check_incarnation(&req) {
+                    return refusal(refused);
+                }
+                let Ok(group) = group.parse::<u32>() else {
+                    return refusal(ApiError::NotFound);
+                };
+                let voters = req.uri().query().and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("voters=")));
+                let voters: Option<std::collections::BTreeSet<u64>> = voters
+                    .map(|list| list.split(',').filter(|v| !v.is_empty()).map(|v| v.parse().ok()).collect())
+                    .and_then(|parsed: Option<std::collections::BTreeSet<u64>>| parsed.filter(|set| !set.is_empty()));
+                let Some(voters) = voters else {
+                    let why = "membership needs ?voters=<node id>,... naming at least one voter";
+                    return refusal(admin_refusal(StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest, why));
+                };
+                admin_answer(self.engine.replace_voters(group, voters).await)
+            }
             (&Method::POST, ["__ursula", "raft", group, "purge"]) => {
                 if let Err(refused) = check_incarnation(&req) {
                     return refusal(refused);
@@ -327,6 +344,15 @@ fn admin_error(e: AdminError) -> Answer {
             answer.headers_mut().insert(http::header::RETRY_AFTER, http::HeaderValue::from_static("1"));
             answer
         }
+        AdminError::Invalid(why) => refusal(admin_refusal(StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest, why)),
+        // spec/35: the refusal names the current leader beside its error.
+        AdminError::LedElsewhere { leader, .. } => json_answer(
+            StatusCode::CONFLICT,
+            serde_json::json!({
+                "error": {"code": ErrorCode::NotLeader.as_str(), "message": "this node does not lead the group"},
+                "leader_id": leader,
+            }),
+        ),
         AdminError::PurgeBusy(_) => {
             let why = "a snapshot of the group builds or an earlier purge has not landed: retry";
             let mut answer = refusal(admin_refusal(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::RaftSnapshotBusy, why));

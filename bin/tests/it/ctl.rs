@@ -422,3 +422,50 @@ async fn the_purge_route_purges_a_groups_log_through_its_snapshot() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// spec/35's membership route: on the group's leader it replaces the voter
+/// set and names the log index it committed at; elsewhere `409` naming the
+/// leader; `400` without voters or with a node `raft.peers` does not list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_membership_route_replaces_a_groups_voters_on_its_leader() {
+    let layout = Layout::new(3, "membership-route", 1, Planes::Shared);
+    let _nodes = start_all(&layout).await;
+    let (http, urls) = (client(), layout.client_urls());
+    create(&http, &urls, "/members/s").await;
+    let m = metrics(&http, &urls[0]).await.expect("metrics");
+    let leader = m["raft_groups"][0]["current_leader"].as_u64().expect("a leader");
+    let (at, other) = (leader as usize - 1, (leader as usize) % 3);
+    let voters_of = |m: &Value| m["raft_groups"][0]["voters"].clone();
+
+    let (status, body) =
+        admin(&http, &layout, other, reqwest::Method::POST, "/__ursula/raft/0/membership?voters=1,2,3").await;
+    assert_eq!((status, body["leader_id"].as_u64()), (409, Some(leader)), "{body}");
+    assert_eq!(body["error"]["code"], "NOT_LEADER", "{body}");
+    for bad in
+        ["/__ursula/raft/0/membership", "/__ursula/raft/0/membership?voters=", "/__ursula/raft/0/membership?voters=1,9"]
+    {
+        let (status, body) = admin(&http, &layout, at, reqwest::Method::POST, bad).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+    }
+    let (status, _) = admin(&http, &layout, at, reqwest::Method::POST, "/__ursula/raft/7/membership?voters=1").await;
+    assert_eq!(status, 404, "no group 7");
+
+    // Drop a follower, then take it back (it rejoins as a learner first).
+    let dropped = (1..=3).find(|id| *id != leader).expect("a follower");
+    let kept: Vec<String> = (1..=3).filter(|id| *id != dropped).map(|id| id.to_string()).collect();
+    let path = format!("/__ursula/raft/0/membership?voters={}", kept.join(","));
+    let (status, body) = admin(&http, &layout, at, reqwest::Method::POST, &path).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body["log_index"].as_u64() > Some(0), "{body}");
+    let after = metrics(&http, &urls[at]).await.expect("metrics");
+    let expected: Vec<u64> = (1..=3).filter(|id| *id != dropped).collect();
+    assert_eq!(voters_of(&after), serde_json::json!(expected), "{after}");
+    let (status, body) =
+        admin(&http, &layout, at, reqwest::Method::POST, "/__ursula/raft/0/membership?voters=1,2,3").await;
+    assert_eq!(status, 200, "{body}");
+    let back = metrics(&http, &urls[at]).await.expect("metrics");
+    assert_eq!(voters_of(&back), serde_json::json!([1, 2, 3]), "{back}");
+    // The group still takes writes at its full voter set.
+    let write = http.post(format!("{}/members/s", urls[at])).header("content-type", "text/plain").body("after");
+    assert!(write.send().await.expect("append").status().is_success());
+}

@@ -113,6 +113,16 @@ pub struct PurgeAsked {
     pub purged_upto: u64,
 }
 
+/// A group's voter set replaced (`POST /__ursula/raft/{group}/membership`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct VotersReplaced {
+    #[serde(rename = "raft_group_id")]
+    pub group: u32,
+    pub voters: Vec<u64>,
+    /// The log index at which the new voter set committed.
+    pub log_index: u64,
+}
+
 /// A leader's proof of its leadership (`GET /__ursula/raft/{group}/quorum`):
 /// a quorum confirmed it in `term` after the request arrived, and every
 /// replica that applies `required_applied_index` holds what it committed.
@@ -136,6 +146,12 @@ pub enum AdminError {
     NotLeader(u32),
     #[error("no snapshot of raft group {0} could start in time")]
     Busy(u32),
+    /// The request names something the group cannot take (`400`).
+    #[error("{0}")]
+    Invalid(String),
+    /// Another node leads the group (`409`, naming it).
+    #[error("this node does not lead raft group {group}")]
+    LedElsewhere { group: u32, leader: Option<u64> },
     /// A snapshot of the group builds, or an earlier purge has not landed.
     #[error("raft group {0} is building a snapshot or purging its log")]
     PurgeBusy(u32),
@@ -230,6 +246,14 @@ pub trait GroupEngine: Send + Sync + 'static {
     }
     /// Takes a snapshot of `group` covering everything it applied so far.
     fn snapshot(&self, _group: u32) -> impl Future<Output = Result<SnapshotTaken, AdminError>> + Send {
+        async { Err(AdminError::NoRaft) }
+    }
+    /// Replaces `group`'s voter set with `voters`, on its leader.
+    fn replace_voters(
+        &self,
+        _group: u32,
+        _voters: std::collections::BTreeSet<u64>,
+    ) -> impl Future<Output = Result<VotersReplaced, AdminError>> + Send {
         async { Err(AdminError::NoRaft) }
     }
     /// Purges `group`'s log through `upto`, at most through its last snapshot.

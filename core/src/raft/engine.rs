@@ -309,6 +309,14 @@ impl GroupEngine for RaftEngine {
         self.purge_now(group, upto).await
     }
 
+    async fn replace_voters(
+        &self,
+        group: u32,
+        voters: std::collections::BTreeSet<u64>,
+    ) -> Result<crate::engine::VotersReplaced, AdminError> {
+        self.replace_voters_now(group, voters).await
+    }
+
     fn applied_index(&self, group: GroupId) -> u64 {
         self.groups.get(group.0 as usize).map_or(0, |g| g.shared.applied_index.load(Ordering::Relaxed))
     }

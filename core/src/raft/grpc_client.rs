@@ -91,6 +91,13 @@ fn unreachable(why: impl Into<PeerError>) -> RPCError<TypeConfig> {
 }
 
 /// Who this node is on the cluster plane, and its channels to the peers.
+impl Peers {
+    /// Peer `id`'s `[[raft.peers]].url`.
+    pub fn url_of(&self, id: NodeId) -> Option<&str> {
+        self.urls.get(&id).map(String::as_str)
+    }
+}
+
 pub struct Peers {
     cluster_id: String,
     node_id: NodeId,

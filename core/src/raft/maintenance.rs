@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::engine::RaftEngine;
 use super::types::NodeId;
-use crate::engine::{AdminError, PurgeAsked, QuorumProof, SnapshotTaken};
+use crate::engine::{AdminError, PurgeAsked, QuorumProof, SnapshotTaken, VotersReplaced};
 
 /// How long a snapshot on demand may take before the route answers `503`.
 const SNAPSHOT_WAIT: Duration = Duration::from_secs(10);
@@ -143,6 +143,47 @@ impl RaftEngine {
             return Err(AdminError::NotLeader(group));
         }
         Ok(QuorumProof { group, leader: self.node_id, term, required_applied_index: index })
+    }
+
+    /// Replaces `group`'s voter set (spec/35, the membership route): each
+    /// voter must be a configured peer; one that is no member node yet joins
+    /// as a learner first; learners outside the new set are removed with it.
+    pub async fn replace_voters_now(&self, group: u32, voters: BTreeSet<NodeId>) -> Result<VotersReplaced, AdminError> {
+        let g = self.groups.get(group as usize).ok_or(AdminError::UnknownGroup(group))?;
+        let configured: BTreeSet<NodeId> = self.voters().into_iter().collect();
+        if let Some(stranger) = voters.iter().find(|v| !configured.contains(v)) {
+            return Err(AdminError::Invalid(format!("node {stranger} is not in raft.peers")));
+        }
+        let (leader, nodes) = {
+            let m = g.raft.metrics();
+            let m = m.borrow_watched();
+            let nodes: BTreeSet<NodeId> = m.membership_config.membership().nodes().map(|(id, _)| *id).collect();
+            (m.current_leader, nodes)
+        };
+        if leader != Some(self.node_id) {
+            return Err(AdminError::LedElsewhere { group, leader });
+        }
+        let failed = |e: &dyn std::fmt::Display| AdminError::Failed(format!("group {group}: {e}"));
+        for id in voters.iter().filter(|v| !nodes.contains(v)) {
+            let addr = self.peers.as_ref().and_then(|p| p.url_of(*id)).unwrap_or_default().to_string();
+            g.raft.add_learner(*id, openraft::BasicNode { addr }, true).await.map_err(|e| failed(&e))?;
+        }
+        let replaced = g
+            .raft
+            .change_membership(openraft::ChangeMembers::ReplaceAllVoters(voters.clone()), false)
+            .await
+            .map_err(|e| failed(&e))?;
+        let mut log_index = replaced.log_id.index;
+        let learners: BTreeSet<NodeId> = {
+            let m = g.raft.metrics();
+            let m = m.borrow_watched();
+            m.membership_config.membership().learner_ids().filter(|id| !voters.contains(id)).collect()
+        };
+        if !learners.is_empty() {
+            let removed = g.raft.change_membership(openraft::ChangeMembers::RemoveNodes(learners), false).await;
+            log_index = removed.map_err(|e| failed(&e))?.log_id.index;
+        }
+        Ok(VotersReplaced { group, voters: voters.into_iter().collect(), log_index })
     }
 
     /// Purges `group`'s log through `upto`, at most through its published
