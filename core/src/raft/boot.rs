@@ -370,6 +370,9 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
         tokio::spawn(driver::disk(engine.guard.clone(), dir.clone())),
         tokio::spawn(driver::log_pressure(engine.clone())),
     ];
+    if clustered {
+        drivers.push(tokio::spawn(driver::keep_voters(engine.clone())));
+    }
     if clustered && raft.balance.enabled {
         drivers.push(tokio::spawn(driver::balance(engine.clone(), raft.balance)));
     }

@@ -98,6 +98,17 @@ pub async fn balance(engine: Arc<RaftEngine>, config: crate::config::LeadershipB
     }
 }
 
+/// The leader's voter upkeep, every second: configured peers dropped from
+/// a group's voters rejoin it (`restore_configured_voters`).
+pub async fn keep_voters(engine: Arc<RaftEngine>) {
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        engine.restore_configured_voters().await;
+    }
+}
+
 /// Runs, every drive interval, the snapshot GC passes groups still owe
 /// (after a replacement whose old object a send still pinned, after a
 /// failed write, after a restart), at most `per_tick` of them, taking up

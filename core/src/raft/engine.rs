@@ -187,8 +187,15 @@ impl GroupEngine for RaftEngine {
                     "current_term": m.current_term,
                     "last_log_index": m.last_log_index,
                     "committed_index": m.local_committed.map(|c| c.index),
+                    // spec/35: with committed_index, the replica's committed entry.
+                    "committed_term": m.local_committed.map(|c| c.leader_id.term),
+                    "committed_node": m.local_committed.map(|c| c.leader_id.node_id),
                     "voters": voters,
                     "learners": learners,
+                    // The voter sets of the membership, two while a change is
+                    // joint; and of the committed membership.
+                    "voter_configs": membership.get_joint_config(),
+                    "committed_voter_configs": m.committed_membership_config.membership().get_joint_config(),
                     "last_applied_index": g.shared.applied_index.load(Ordering::Relaxed),
                     "snapshot_index": g.shared.snapshot_index.load(Ordering::Relaxed),
                     "purged_index": m.purged.map(|p| p.index),

@@ -186,6 +186,56 @@ impl RaftEngine {
         Ok(VotersReplaced { group, voters: voters.into_iter().collect(), log_index })
     }
 
+    /// One pass of the leader's voter upkeep (spec/35): in each group this
+    /// node leads whose membership is settled, a configured peer missing
+    /// from the voters joins as a learner, and once it holds every
+    /// committed entry it is promoted. A voter `raft.peers` does not list is
+    /// left to the operator (the membership route).
+    pub async fn restore_configured_voters(&self) {
+        let configured: BTreeSet<NodeId> = self.voters().into_iter().collect();
+        for g in &self.groups {
+            let (missing, learners, caught_up) = {
+                let m = g.raft.metrics();
+                let m = m.borrow_watched();
+                let settled = m.membership_config.log_id() == m.committed_membership_config.log_id();
+                let membership = m.membership_config.membership();
+                let joint = membership.get_joint_config().len() > 1;
+                if m.current_leader != Some(self.node_id) || !settled || joint {
+                    continue;
+                }
+                let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
+                let missing: BTreeSet<NodeId> = configured.difference(&voters).copied().collect();
+                let learners: BTreeSet<NodeId> = membership.learner_ids().collect();
+                let committed = m.local_committed.map(|c| c.index);
+                let caught_up: BTreeSet<NodeId> = missing
+                    .iter()
+                    .filter(|id| {
+                        let matched = m.replication.as_ref().and_then(|r| r.get(id).cloned()).flatten();
+                        learners.contains(id) && matched.map(|l| l.index) >= committed
+                    })
+                    .copied()
+                    .collect();
+                (missing, learners, caught_up)
+            };
+            if missing.is_empty() {
+                continue;
+            }
+            let result = if !caught_up.is_empty() {
+                tracing::info!(?caught_up, "promoting configured peers back to voters");
+                g.raft.change_membership(openraft::ChangeMembers::AddVoterIds(caught_up), true).await.map(|_| ())
+            } else if let Some(id) = missing.iter().find(|id| !learners.contains(id)) {
+                let addr = self.peers.as_ref().and_then(|p| p.url_of(*id)).unwrap_or_default().to_string();
+                tracing::info!(node = id, "adding a configured peer back to its group as a learner");
+                g.raft.add_learner(*id, openraft::BasicNode { addr }, false).await.map(|_| ())
+            } else {
+                Ok(())
+            };
+            if let Err(e) = result {
+                tracing::warn!(error = %e, "a configured peer could not rejoin its group yet");
+            }
+        }
+    }
+
     /// Purges `group`'s log through `upto`, at most through its published
     /// snapshot (spec/35): refused as busy while a snapshot of the group
     /// builds, or an earlier purge of it has not landed.
