@@ -97,6 +97,17 @@ impl RaftEngine {
         &self.groups
     }
 
+    /// spec/38 `raft_replica_unready`: some initialized group holds this
+    /// replica as a learner or not at all (`local_replica_not_voter`).
+    fn not_a_voter_somewhere(&self) -> bool {
+        self.groups.iter().any(|g| {
+            let m = g.raft.metrics();
+            let m = m.borrow_watched();
+            let membership = m.membership_config.membership();
+            membership.voter_ids().next().is_some() && !membership.voter_ids().any(|id| id == self.node_id)
+        })
+    }
+
     /// Every group knows a leader (this node or a peer), but for those a
     /// failed apply stopped: the node stays ready for its other groups.
     fn all_led(&self) -> bool {
@@ -373,7 +384,7 @@ impl GroupEngine for RaftEngine {
             Some("wal_disk_pressure")
         } else if self.recovery_gates.any_closed() {
             Some("recovery_gate_closed")
-        } else if !self.all_led() {
+        } else if !self.all_led() || self.not_a_voter_somewhere() {
             Some("raft_replica_unready")
         } else {
             None
