@@ -184,6 +184,19 @@ fn nonzero(key: &'static str, text: Option<String>, default_secs: u64) -> Result
     Ok(value)
 }
 
+/// A count key that must be at least 1, `default` when unset.
+fn at_least_one<T: Copy + Default + PartialEq + ToString>(
+    key: &'static str,
+    value: Option<T>,
+    default: T,
+) -> Result<T, ConfigError> {
+    let value = value.unwrap_or(default);
+    if value == T::default() {
+        return Err(ConfigError::Value { key, value: value.to_string(), expected: "at least 1" });
+    }
+    Ok(value)
+}
+
 /// Overrides from the command line, which win over the file.
 #[derive(Debug, Clone, Default)]
 pub struct CliOverrides {
@@ -491,14 +504,7 @@ fn raft_config(raft: file::RaftSection, cli: &CliOverrides) -> Result<RaftConfig
             expected: "more than raft.wal.min_available_size",
         });
     }
-    let snapshot_backstop_logs = raft.snapshot_backstop_logs.unwrap_or(100_000);
-    if snapshot_backstop_logs == 0 {
-        return Err(ConfigError::Value {
-            key: "raft.snapshot_backstop_logs",
-            value: "0".into(),
-            expected: "at least 1",
-        });
-    }
+    let snapshot_backstop_logs = at_least_one("raft.snapshot_backstop_logs", raft.snapshot_backstop_logs, 100_000)?;
     let snapshot_log_budget = raft.snapshot_log_budget.map_or(ByteSize::GIB, |s| s.0);
     if snapshot_log_budget == 0 {
         return Err(ConfigError::Value {
@@ -513,14 +519,8 @@ fn raft_config(raft: file::RaftSection, cli: &CliOverrides) -> Result<RaftConfig
             "raft.snapshot_build_max_concurrency ({snapshot_build_max_concurrency}) must be between 1 and 16"
         )));
     }
-    let snapshot_pressure_max_groups_per_tick = raft.snapshot_pressure_max_groups_per_tick.unwrap_or(16);
-    if snapshot_pressure_max_groups_per_tick == 0 {
-        return Err(ConfigError::Value {
-            key: "raft.snapshot_pressure_max_groups_per_tick",
-            value: "0".into(),
-            expected: "at least 1",
-        });
-    }
+    let snapshot_pressure_max_groups_per_tick =
+        at_least_one("raft.snapshot_pressure_max_groups_per_tick", raft.snapshot_pressure_max_groups_per_tick, 16)?;
     let install_snapshot_timeout =
         cold::duration("raft.install_snapshot_timeout", raft.install_snapshot_timeout, Duration::from_secs(120))?;
     if install_snapshot_timeout.is_zero() {
