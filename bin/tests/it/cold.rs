@@ -340,3 +340,33 @@ async fn an_old_hot_tail_is_flushed_whole_below_the_flush_size() {
     }
     assert!(read_from(&node, 0, 3_000).await == body);
 }
+
+/// spec/07's split of `flush_size`: below `flush_min_hot_size` a group is
+/// not flushed; past it a tick takes about `flush_max_size` of it.
+#[tokio::test]
+async fn the_flush_threshold_and_batch_size_split() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let config = dir.path().join("ursula.toml");
+    let text = "[storage.cold]\nbackend = \"memory\"\nflush_interval = \"100ms\"\n\
+                flush_min_hot_size = \"256KiB\"\nflush_max_size = \"64KiB\"\n";
+    std::fs::write(&config, text).expect("config");
+    let args: Vec<String> = ["server", "--preset", "default", "--listen", "127.0.0.1:0", "--config"]
+        .into_iter()
+        .map(String::from)
+        .chain([config.display().to_string()])
+        .collect();
+    let node = Node::spawn(&args, Some(dir));
+    node.create(S, BIN).await;
+    // 200 KiB: below the threshold, several ticks pass and nothing flushes.
+    append_all(&node, &pattern(200 * 1024)).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(metric(&node, "cold_bytes_flushed").await, 0, "below flush_min_hot_size");
+    // Past it, one tick takes about 64 KiB (whole 8 KiB appends); the 236
+    // KiB left are below the threshold again, so nothing more goes.
+    append_all(&node, &pattern(100 * 1024)).await;
+    wait_flushed(&node, 1).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let flushed = metric(&node, "cold_bytes_flushed").await;
+    assert!((64 * 1024..=72 * 1024).contains(&flushed), "one batch of about flush_max_size: {flushed}");
+    assert_eq!(metric(&node, "cold_hot_bytes").await, 300 * 1024 - flushed);
+}

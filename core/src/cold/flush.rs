@@ -1,7 +1,8 @@
 //! The flush worker: every `flush_interval`, each group this node leads
 //! uploads the whole hot tail of every stream older than
-//! `flush_max_hot_age`, and, once its hot bytes reached `flush_size`, its
-//! largest streams' oldest hot appends (at least `flush_size` in all), small slices of several
+//! `flush_max_hot_age`, and, once its hot bytes reached `flush_min_hot_size`
+//! (`flush_size` unless split), its largest streams' oldest hot appends
+//! (about `flush_max_size` in all, the same by default), small slices of several
 //! streams of one bucket packed into one object and large ones as objects of their own,
 //! then commits the references through the group's log (`CommitCold`),
 //! which drops those bytes from every replica's memory. An upload that
@@ -69,7 +70,7 @@ pub async fn run<E: GroupEngine>(engine: Arc<E>, cold: Arc<Cold>, node_id: u64) 
 /// Uploads and commits one tick's worth of group `group`; returns the
 /// bytes frozen.
 pub async fn flush_group<E: GroupEngine>(engine: &Arc<E>, cold: &Arc<Cold>, group: GroupId, node_id: u64) -> u64 {
-    let flush_size = cold.config.flush_size;
+    let (threshold, batch) = (cold.config.flush_min_hot_size, cold.config.flush_max_size);
     let max_age_ms = u64::try_from(cold.config.flush_max_hot_age.as_millis()).unwrap_or(u64::MAX);
     // Only the leader flushes (and counts the hot bytes its writes are held to).
     if !matches!(engine.leadership(group), Leadership::Local { .. }) {
@@ -86,14 +87,14 @@ pub async fn flush_group<E: GroupEngine>(engine: &Arc<E>, cold: &Arc<Cold>, grou
         for (key, stream) in store.hot_streams(now, aged) {
             taken += slices_of(key, stream, u64::MAX, &mut slices);
         }
-        if hot >= flush_size.max(1) && taken < flush_size {
+        if hot >= threshold.max(1) && taken < batch {
             let mut streams: Vec<_> = store.hot_streams(now, |s| !aged(s)).collect();
             streams.sort_by_key(|(_, s)| std::cmp::Reverse(s.data.hot_bytes()));
             for (key, stream) in streams {
-                if taken >= flush_size {
+                if taken >= batch {
                     break;
                 }
-                taken += slices_of(key, stream, flush_size - taken, &mut slices);
+                taken += slices_of(key, stream, batch - taken, &mut slices);
             }
         }
         (hot, slices)

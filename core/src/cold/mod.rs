@@ -41,6 +41,12 @@ pub struct ColdConfig {
     pub root: String,
     pub flush_interval: Duration,
     pub flush_size: u64,
+    /// `storage.cold.flush_min_hot_size`: a group's hot bytes at which a
+    /// tick flushes it (`flush_size` unless set).
+    pub flush_min_hot_size: u64,
+    /// `storage.cold.flush_max_size`: what one tick takes of a group at
+    /// most, aged tails aside (`flush_size` unless set).
+    pub flush_max_size: u64,
     pub flush_max_concurrency: usize,
     /// 0: no backpressure.
     pub max_hot_size_per_group: u64,
@@ -307,6 +313,8 @@ pub(crate) mod tests {
             root: "t".into(),
             flush_interval: Duration::from_secs(1),
             flush_size: 1 << 20,
+            flush_min_hot_size: 1 << 20,
+            flush_max_size: 1 << 20,
             flush_max_concurrency: 1,
             max_hot_size_per_group: 0,
             gc_grace: Duration::from_secs(300),

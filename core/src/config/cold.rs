@@ -89,11 +89,18 @@ pub fn resolve(section: ColdSection, external_payload_min_size: u64) -> Result<O
     if flush_interval.is_zero() {
         return refuse("storage.cold.flush_interval", "must be non-zero");
     }
+    let flush_size = section.flush_size.map_or(8 * 1024 * 1024, |s| s.0);
+    let flush_max_size = section.flush_max_size.map_or(flush_size, |s| s.0);
+    if flush_max_size == 0 {
+        return refuse("storage.cold.flush_max_size", "must be more than 0");
+    }
     Ok(Some(ColdConfig {
         backend,
         root: section.root.unwrap_or_default(),
         flush_interval,
-        flush_size: section.flush_size.map_or(8 * 1024 * 1024, |s| s.0),
+        flush_size,
+        flush_min_hot_size: section.flush_min_hot_size.map_or(flush_size, |s| s.0),
+        flush_max_size,
         flush_max_concurrency: section.flush_max_concurrency.unwrap_or(4).max(1),
         max_hot_size_per_group: section.max_hot_size_per_group.map_or(64 * 1024 * 1024, |s| s.0),
         cache_size: section.cache_size.map_or(256 * 1024 * 1024, |s| s.0),

@@ -84,6 +84,10 @@ pub struct ColdSection {
     pub root: Option<String>,
     pub flush_interval: Option<String>,
     pub flush_size: Option<ByteSize>,
+    /// Splits `flush_size`: the threshold (spec/07's advanced knobs).
+    pub flush_min_hot_size: Option<ByteSize>,
+    /// Splits `flush_size`: the most one tick takes.
+    pub flush_max_size: Option<ByteSize>,
     pub flush_max_concurrency: Option<usize>,
     pub max_hot_size_per_group: Option<ByteSize>,
     /// `0` (also unquoted) disables the age flush.

@@ -371,3 +371,16 @@ fn the_in_memory_engine_checks_the_drive_interval_too() {
         .expect_err("0s");
     assert!(err.contains("storage.snapshot.drive_interval"), "{err}");
 }
+
+/// spec/07's advanced split of `storage.cold.flush_size`: the threshold and
+/// the batch each default to it.
+#[test]
+fn the_flush_size_splits_into_threshold_and_batch() {
+    let none = CliOverrides::default();
+    let cold = |text: &str| cfg(None, &format!("[storage.cold]\nbackend = \"memory\"\n{text}"), &none);
+    let c = cold("flush_size = \"2MiB\"\n").expect("valid").cold.expect("cold");
+    assert_eq!((c.flush_min_hot_size, c.flush_max_size), (2 << 20, 2 << 20));
+    let c = cold("flush_min_hot_size = \"1MiB\"\nflush_max_size = \"16MiB\"\n").expect("valid").cold.expect("cold");
+    assert_eq!((c.flush_size, c.flush_min_hot_size, c.flush_max_size), (8 << 20, 1 << 20, 16 << 20));
+    assert!(cold("flush_max_size = 0\n").expect_err("0").contains("storage.cold.flush_max_size"));
+}
