@@ -313,22 +313,27 @@ async fn gc_deletes_a_deleted_streams_objects_and_keeps_its_recreations() {
     }
 }
 
-/// The development node with the in-memory cold store: a stream's hot tail
-/// older than `flush_max_hot_age` is flushed whole although its group is far
-/// below `flush_size`, and reads back the same.
-#[tokio::test]
-async fn an_old_hot_tail_is_flushed_whole_below_the_flush_size() {
+/// The development node with the in-memory cold store, flushing every
+/// 100 ms, with `keys` added to `[storage.cold]`.
+fn memory_cold_node(keys: &str) -> Node {
     let dir = tempfile::tempdir().expect("a directory");
     let config = dir.path().join("ursula.toml");
-    let text = "[storage.cold]\nbackend = \"memory\"\nflush_interval = \"100ms\"\nflush_size = \"64MiB\"\n\
-                flush_max_hot_age = \"300ms\"\n";
+    let text = format!("[storage.cold]\nbackend = \"memory\"\nflush_interval = \"100ms\"\n{keys}");
     std::fs::write(&config, text).expect("config");
     let args: Vec<String> = ["server", "--preset", "default", "--listen", "127.0.0.1:0", "--config"]
         .into_iter()
         .map(String::from)
         .chain([config.display().to_string()])
         .collect();
-    let node = Node::spawn(&args, Some(dir));
+    Node::spawn(&args, Some(dir))
+}
+
+/// The development node with the in-memory cold store: a stream's hot tail
+/// older than `flush_max_hot_age` is flushed whole although its group is far
+/// below `flush_size`, and reads back the same.
+#[tokio::test]
+async fn an_old_hot_tail_is_flushed_whole_below_the_flush_size() {
+    let node = memory_cold_node("flush_size = \"64MiB\"\nflush_max_hot_age = \"300ms\"\n");
     node.create(S, BIN).await;
     let body = pattern(10_000);
     append_all(&node, &body).await;
@@ -345,17 +350,7 @@ async fn an_old_hot_tail_is_flushed_whole_below_the_flush_size() {
 /// not flushed; past it a tick takes about `flush_max_size` of it.
 #[tokio::test]
 async fn the_flush_threshold_and_batch_size_split() {
-    let dir = tempfile::tempdir().expect("a directory");
-    let config = dir.path().join("ursula.toml");
-    let text = "[storage.cold]\nbackend = \"memory\"\nflush_interval = \"100ms\"\n\
-                flush_min_hot_size = \"256KiB\"\nflush_max_size = \"64KiB\"\n";
-    std::fs::write(&config, text).expect("config");
-    let args: Vec<String> = ["server", "--preset", "default", "--listen", "127.0.0.1:0", "--config"]
-        .into_iter()
-        .map(String::from)
-        .chain([config.display().to_string()])
-        .collect();
-    let node = Node::spawn(&args, Some(dir));
+    let node = memory_cold_node("flush_min_hot_size = \"256KiB\"\nflush_max_size = \"64KiB\"\n");
     node.create(S, BIN).await;
     // 200 KiB: below the threshold, several ticks pass and nothing flushes.
     append_all(&node, &pattern(200 * 1024)).await;

@@ -67,7 +67,9 @@ pub async fn snapshots(engine: Arc<RaftEngine>, limits: Limits, every: Duration,
                 })
                 .collect();
             let in_flight = groups.iter().filter(|g| g.busy).count();
-            engine.snapshot_builds_peak.fetch_max(in_flight, Ordering::Relaxed);
+            // The peak counts builds running, not the ones only asked for.
+            let building = engine.groups().iter().filter(|g| g.shared.building.load(Ordering::Relaxed)).count();
+            engine.snapshot_builds_peak.fetch_max(building, Ordering::Relaxed);
             let due = groups.iter().any(|g| !g.busy && g.due());
             let chosen = plan(&groups, limits, in_flight);
             let cap = limits.per_tick.saturating_mul(limits.max_builds);

@@ -83,10 +83,12 @@ impl RaftEngine {
     /// Hands `group`'s leadership to voter `to`.
     pub async fn transfer(&self, group: u32, to: NodeId) -> Result<Transferred, TransferError> {
         let g = self.groups.get(group as usize).ok_or(TransferError::UnknownGroup(group))?;
-        let (leader, term) = {
+        let (leader, term, members, committed, matched) = {
             let m = g.raft.metrics();
             let m = m.borrow_watched();
-            (m.current_leader, m.current_term)
+            let members: Vec<NodeId> = m.membership_config.membership().voter_ids().collect();
+            let matched = m.replication.as_ref().and_then(|r| r.get(&to).cloned()).flatten().map(|l| l.index);
+            (m.current_leader, m.current_term, members, m.local_committed.map(|c| c.index), matched)
         };
         if leader != Some(self.node_id) {
             return Err(TransferError::NotLeader { group, leader });
@@ -94,13 +96,6 @@ impl RaftEngine {
         if to == self.node_id {
             return Err(TransferError::InvalidTarget("the target is this node, which already leads the group"));
         }
-        let (members, committed, matched) = {
-            let m = g.raft.metrics();
-            let m = m.borrow_watched();
-            let members: Vec<NodeId> = m.membership_config.membership().voter_ids().collect();
-            let matched = m.replication.as_ref().and_then(|r| r.get(&to).cloned()).flatten().map(|l| l.index);
-            (members, m.local_committed.map(|c| c.index), matched)
-        };
         if !self.voters().contains(&to) || !members.contains(&to) {
             return Err(TransferError::InvalidTarget("the target is not a voter of the group"));
         }

@@ -145,6 +145,12 @@ impl RaftEngine {
         Ok(QuorumProof { group, leader: self.node_id, term, required_applied_index: index })
     }
 
+    /// Peer `id` as a group's membership names it: its `[[raft.peers]].url`.
+    fn peer_node(&self, id: NodeId) -> openraft::BasicNode {
+        let addr = self.peers.as_ref().and_then(|p| p.url_of(id)).unwrap_or_default().to_string();
+        openraft::BasicNode { addr }
+    }
+
     /// Replaces `group`'s voter set (spec/35, the membership route): each
     /// voter must be a configured peer; one that is no member node yet joins
     /// as a learner first; learners outside the new set are removed with it.
@@ -165,8 +171,7 @@ impl RaftEngine {
         }
         let failed = |e: &dyn std::fmt::Display| AdminError::Failed(format!("group {group}: {e}"));
         for id in voters.iter().filter(|v| !nodes.contains(v)) {
-            let addr = self.peers.as_ref().and_then(|p| p.url_of(*id)).unwrap_or_default().to_string();
-            g.raft.add_learner(*id, openraft::BasicNode { addr }, true).await.map_err(|e| failed(&e))?;
+            g.raft.add_learner(*id, self.peer_node(*id), true).await.map_err(|e| failed(&e))?;
         }
         let replaced = g
             .raft
@@ -224,9 +229,8 @@ impl RaftEngine {
                 tracing::info!(?caught_up, "promoting configured peers back to voters");
                 g.raft.change_membership(openraft::ChangeMembers::AddVoterIds(caught_up), true).await.map(|_| ())
             } else if let Some(id) = missing.iter().find(|id| !learners.contains(id)) {
-                let addr = self.peers.as_ref().and_then(|p| p.url_of(*id)).unwrap_or_default().to_string();
                 tracing::info!(node = id, "adding a configured peer back to its group as a learner");
-                g.raft.add_learner(*id, openraft::BasicNode { addr }, false).await.map(|_| ())
+                g.raft.add_learner(*id, self.peer_node(*id), false).await.map(|_| ())
             } else {
                 Ok(())
             };
