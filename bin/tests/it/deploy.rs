@@ -187,8 +187,11 @@ async fn a_node_finds_its_config_in_the_users_config_directory() {
     let dir = home.path().join(".config").join("ursula");
     std::fs::create_dir_all(&dir).expect("config dir");
     let wal = home.path().join("wal");
-    std::fs::write(dir.join("ursula.toml"), format!("[raft]\ngroup_count = 3\n[raft.wal]\npath = {wal:?}\n"))
-        .expect("config");
+    // An ephemeral admin port: the default may be free (then its line comes
+    // first) or taken by another test's node.
+    let config =
+        format!("[server]\nadmin_listen = \"127.0.0.1:0\"\n[raft]\ngroup_count = 3\n[raft.wal]\npath = {wal:?}\n");
+    std::fs::write(dir.join("ursula.toml"), config).expect("config");
     let mut command = Command::new(env!("CARGO_BIN_EXE_ursula"));
     command
         .args(["server", "--listen", "127.0.0.1:0"])
@@ -199,16 +202,19 @@ async fn a_node_finds_its_config_in_the_users_config_directory() {
         .stderr(std::process::Stdio::null());
     let mut child = command.spawn().expect("ursula starts");
     let stdout = child.stdout.take().expect("stdout");
-    let first = tokio::task::spawn_blocking(move || {
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).map(|_| line)
+    // Every line up to the listening line: the admin plane's comes first.
+    let printed = tokio::task::spawn_blocking(move || {
+        let mut lines = String::new();
+        let mut reader = std::io::BufReader::new(stdout);
+        while std::io::BufRead::read_line(&mut reader, &mut lines)? > 0 && !lines.contains("ursula listening on") {}
+        std::io::Result::Ok(lines)
     })
     .await
     .expect("read")
-    .expect("a start line");
+    .expect("the start lines");
     let _ = child.kill();
     let _ = child.wait();
     let expected = dir.join("ursula.toml");
-    assert!(first.contains(&format!("config {}", expected.display())), "{first}");
-    assert!(first.contains("durable node"), "{first}");
+    assert!(printed.contains(&format!("config {}", expected.display())), "{printed}");
+    assert!(printed.contains("durable node"), "{printed}");
 }

@@ -185,7 +185,18 @@ impl FrontDoor for PlainFrontDoor {
         let pace = self.pace;
         let share = inflight.reserve(declared.unwrap_or(0));
         Box::pin(async move {
-            let mut share = share.map_err(ApiError::Backend)?;
+            let mut share = match share {
+                Ok(share) => share,
+                Err(refused) => {
+                    // Answered at once; the body is read and dropped behind
+                    // the answer, so its client reads the 503, not a reset.
+                    tokio::spawn(async move {
+                        let mut body = body;
+                        drain_refused_body(&mut body).await;
+                    });
+                    return Err(ApiError::Backend(refused));
+                }
+            };
             let bytes =
                 read_body_bytes(body, limit, pace, |total| share.grow_to(total).map_err(ApiError::Backend)).await?;
             Ok(Upload::holding(bytes, share))
