@@ -181,10 +181,12 @@ impl SegmentSpec {
                 3 => FrameKind::Truncate,
                 4 => FrameKind::Purge,
                 5 => FrameKind::Checkpoint,
+                6 => FrameKind::Copy,
+                7 => FrameKind::CopyEnd,
                 _ => FrameKind::Entry,
             };
             frame::encode(&mut buf, kind, group, index, &f.payload);
-            if !(1..=5).contains(&f.kind) {
+            if !(1..=7).contains(&f.kind) {
                 // An unknown kind with a valid checksum.
                 buf[start + 3] = f.kind;
                 let mut crc = crc32fast::Hasher::new();
@@ -236,6 +238,8 @@ struct Model {
     /// and the last purge record of each group its Purge frames carry.
     carried_slots: BTreeSet<(u32, u8)>,
     carried_purges: BTreeMap<u32, (u64, Vec<u8>)>,
+    /// Copy frames waiting for their group's CopyEnd.
+    copies: BTreeMap<u32, Vec<(u64, Vec<u8>)>>,
 }
 
 /// What recovery must find, per the documented rules; `None`: corruption.
@@ -266,6 +270,8 @@ fn model(segments: &[(u64, Vec<u8>)]) -> Option<Model> {
             m.newest_len = pos as u64;
         }
     }
+    // A copy whose end never came changes nothing.
+    m.copies.clear();
     Some(m)
 }
 
@@ -305,6 +311,22 @@ impl Model {
                 }
                 g.entries.retain(|i, _| *i > f.index);
                 g.purged = Some((f.index, f.payload.to_vec()));
+            }
+            FrameKind::Copy => {
+                self.copies.entry(f.group).or_default().push((f.index, f.payload.to_vec()));
+            }
+            FrameKind::CopyEnd => {
+                // The group's run becomes exactly the copies first..=last.
+                let last = u64::from_le_bytes(<[u8; 8]>::try_from(f.payload).ok()?);
+                let copies = self.copies.remove(&f.group).unwrap_or_default();
+                let whole = !copies.is_empty()
+                    && copies.iter().enumerate().all(|(k, (i, _))| f.index.checked_add(k as u64) == Some(*i))
+                    && copies.last().map(|(i, _)| *i) == Some(last);
+                let g = self.groups.entry(f.group).or_default();
+                if !whole || g.purged.as_ref().is_some_and(|(upto, _)| f.index <= *upto) {
+                    return None;
+                }
+                g.entries = copies.into_iter().collect();
             }
             FrameKind::Checkpoint => {
                 if f.index != seq {

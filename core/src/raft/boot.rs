@@ -369,6 +369,11 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
         )),
         tokio::spawn(driver::disk(engine.guard.clone(), dir.clone())),
         tokio::spawn(driver::log_pressure(engine.clone())),
+        tokio::spawn(driver::journal(
+            engine.clone(),
+            ursula_wal::CompactLimits::for_segment_size(raft.wal.segment_size, raft.deleted_data_max_age / 4),
+            raft.snapshot_drive_interval,
+        )),
     ];
     if clustered {
         drivers.push(tokio::spawn(driver::keep_voters(engine.clone())));

@@ -48,6 +48,7 @@ pub async fn snapshots(engine: Arc<RaftEngine>, limits: Limits, every: Duration,
         }
         let pass_ends = Instant::now() + every;
         let mut started = 0;
+        let lagging = journal_lagging(&engine).await;
         loop {
             let groups: Vec<GroupLog> = engine
                 .groups()
@@ -63,6 +64,7 @@ pub async fn snapshots(engine: Arc<RaftEngine>, limits: Limits, every: Duration,
                         threshold: threshold(limits.budget, count, g.shared.snapshot_bytes.load(Ordering::Relaxed)),
                         busy: claimed || g.shared.building.load(Ordering::Relaxed),
                         owes_removal: g.shared.pending_removal().is_some_and(|r| r.at.elapsed() >= removal_due),
+                        wal_lagging: lagging.contains(&i),
                     }
                 })
                 .collect();
@@ -85,6 +87,42 @@ pub async fn snapshots(engine: Arc<RaftEngine>, limits: Limits, every: Duration,
             tokio::time::sleep(SLOT_POLL).await;
         }
         asked.retain(|_, (at, _)| at.elapsed() < CLAIM_WAIT);
+    }
+}
+
+/// The groups the journal reports lagging (too much live log to copy out
+/// of the old segments they keep) that a snapshot would free. One that
+/// applied nothing since its snapshot gains nothing from another: its log
+/// is purged through the snapshot it has instead (spec/35 "Deleted data").
+async fn journal_lagging(engine: &RaftEngine) -> std::collections::HashSet<usize> {
+    let mut lagging = std::collections::HashSet::new();
+    for group in engine.wal.lagging_groups() {
+        let Some(g) = engine.groups().get(group as usize) else { continue };
+        let snapshot = g.shared.snapshot_index.load(Ordering::Relaxed);
+        if snapshot > 0 && g.shared.applied_index.load(Ordering::Relaxed) <= snapshot {
+            let _ = g.raft.trigger().purge_log(snapshot).await;
+        } else {
+            lagging.insert(group as usize);
+        }
+    }
+    lagging
+}
+
+/// Journal compaction (spec/35 "Deleted data"): every drive interval one
+/// pass frees the segments that held dead entries for a quarter of
+/// `raft.deleted_data_max_age`, copying quiet groups' few live entries
+/// forward, an eighth of a segment at most.
+pub async fn journal(engine: Arc<RaftEngine>, limits: ursula_wal::CompactLimits, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let wal = engine.wal.clone();
+        match tokio::task::spawn_blocking(move || wal.compact(limits)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(ursula_wal::WalError::Closed)) | Err(_) => return,
+            Ok(Err(e)) => tracing::warn!(error = %e, "WAL: a compaction pass failed; the next tick tries again"),
+        }
     }
 }
 

@@ -16,12 +16,17 @@ pub struct GroupLog {
     /// It applied a removal a quarter of `raft.deleted_data_max_age` ago
     /// that no snapshot covers: due whatever its log.
     pub owes_removal: bool,
+    /// The journal reported it lagging: its live log is too large to copy
+    /// out of the old segments it keeps, so its snapshot frees them. Due
+    /// whatever its log, and first.
+    pub wal_lagging: bool,
 }
 
 impl GroupLog {
-    /// Its log reached its threshold, or it owes a removal a snapshot.
+    /// Its log reached its threshold, it owes a removal a snapshot, or it
+    /// keeps old journal segments.
     pub fn due(&self) -> bool {
-        self.log_bytes >= self.threshold || self.owes_removal
+        self.log_bytes >= self.threshold || self.owes_removal || self.wal_lagging
     }
 }
 
@@ -65,8 +70,11 @@ pub fn plan(groups: &[GroupLog], limits: Limits, in_flight: usize) -> Vec<usize>
     if room == 0 {
         return Vec::new();
     }
-    let mut idle: Vec<&GroupLog> = groups.iter().filter(|g| !g.busy && (g.log_bytes > 0 || g.owes_removal)).collect();
-    idle.sort_by(|a, b| b.log_bytes.cmp(&a.log_bytes).then(a.group.cmp(&b.group)));
+    let mut idle: Vec<&GroupLog> =
+        groups.iter().filter(|g| !g.busy && (g.log_bytes > 0 || g.owes_removal || g.wal_lagging)).collect();
+    idle.sort_by(|a, b| {
+        b.wal_lagging.cmp(&a.wal_lagging).then(b.log_bytes.cmp(&a.log_bytes)).then(a.group.cmp(&b.group))
+    });
     let pressure = total >= limits.budget / 4 * 3;
     let mut left = total;
     let mut chosen = Vec::new();
@@ -111,7 +119,16 @@ mod tests {
     }
 
     fn g(group: usize, log_bytes: u64, threshold: u64) -> GroupLog {
-        GroupLog { group, log_bytes, threshold, busy: false, owes_removal: false }
+        GroupLog { group, log_bytes, threshold, busy: false, owes_removal: false, wal_lagging: false }
+    }
+
+    #[test]
+    fn a_group_the_journal_reports_lagging_goes_first_below_its_threshold() {
+        let limits = Limits { budget: 1024 * MIB, max_builds: 2, per_tick: 16 };
+        let mut groups = [g(0, 20 * MIB, 16 * MIB), g(1, 3 * MIB, 16 * MIB)];
+        assert_eq!(plan(&groups, limits, 0), vec![0]);
+        groups[1].wal_lagging = true;
+        assert_eq!(plan(&groups, limits, 0), vec![1], "the one slot goes to the lagging group");
     }
 
     #[test]

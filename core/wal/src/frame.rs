@@ -41,6 +41,13 @@ pub enum FrameKind {
     /// before it carry every group's slots and purge record, so older
     /// segments matter only for their entries.
     Checkpoint = 5,
+    /// index = entry index, payload = the entry: a live entry copied
+    /// forward by compaction. It takes effect only at its group's CopyEnd,
+    /// so a copy cut short by a crash leaves the run where it was.
+    Copy = 6,
+    /// index = the first index of the copied run, payload = its last index
+    /// (u64 LE): the group's whole run is now the Copy frames before it.
+    CopyEnd = 7,
 }
 
 impl FrameKind {
@@ -51,6 +58,8 @@ impl FrameKind {
             3 => FrameKind::Truncate,
             4 => FrameKind::Purge,
             5 => FrameKind::Checkpoint,
+            6 => FrameKind::Copy,
+            7 => FrameKind::CopyEnd,
             _ => return None,
         })
     }

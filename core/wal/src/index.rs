@@ -57,6 +57,29 @@ pub struct SegInfo {
     pub checkpointed: bool,
     /// Bytes in the file.
     pub bytes: u64,
+    /// Entry frames in the segment, live or not.
+    pub entries: u64,
+}
+
+impl SegInfo {
+    /// The segment holds entries that are no longer live (purged,
+    /// truncated, overwritten or copied forward).
+    pub fn dirty(&self) -> bool {
+        self.live < self.entries
+    }
+}
+
+/// One compaction pass (spec/35 "Deleted data"): the groups whose whole
+/// live run is copied into the newest segment, so the older segments they
+/// kept can go, and the groups too large to copy, which their snapshot
+/// frees instead.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct CompactionPlan {
+    /// (group, first index, where each entry of its run sits now).
+    pub copy: Vec<(u32, u64, Vec<Loc>)>,
+    pub lagging: Vec<u32>,
+    /// Segments kept on disk only for the lagging groups.
+    pub pinned_segments: u64,
 }
 
 #[derive(Debug, Default)]
@@ -64,6 +87,8 @@ pub struct Index {
     pub groups: BTreeMap<u32, GroupIndex>,
     /// Every segment on disk, ascending.
     pub segments: BTreeMap<u64, SegInfo>,
+    /// Copied entries waiting for their group's CopyEnd.
+    copies: BTreeMap<u32, Vec<(u64, Loc)>>,
 }
 
 impl Index {
@@ -93,6 +118,7 @@ impl Index {
     /// it; one that does not continue the live run starts a new run (the
     /// old run is dropped); one at or below the purge point is ignored.
     pub fn append(&mut self, group: u32, index: u64, loc: Loc) {
+        self.segments.entry(loc.segment).or_default().entries += 1;
         let g = self.groups.entry(group).or_default();
         if g.purged.as_ref().is_some_and(|(upto, _)| index <= *upto) {
             return;
@@ -147,6 +173,43 @@ impl Index {
         g.purged = Some((upto, marker));
     }
 
+    /// A Copy frame: held until its group's CopyEnd.
+    pub fn copied(&mut self, group: u32, index: u64, loc: Loc) {
+        self.segments.entry(loc.segment).or_default().entries += 1;
+        self.copies.entry(group).or_default().push((index, loc));
+    }
+
+    /// A CopyEnd frame: the group's run becomes the copies of
+    /// `first..=last` before it. Err when the copies are not that run.
+    pub fn copy_end(&mut self, group: u32, first: u64, last: u64) -> Result<(), String> {
+        let copies = self.copies.remove(&group).unwrap_or_default();
+        let contiguous = copies.iter().enumerate().all(|(k, (index, _))| first.checked_add(k as u64) == Some(*index));
+        if !contiguous || copies.last().map(|(i, _)| *i) != Some(last) {
+            return Err(format!(
+                "the copy of group {group} ends at {first}..={last} but holds {} other entries",
+                copies.len()
+            ));
+        }
+        let g = self.groups.entry(group).or_default();
+        if g.purged.as_ref().is_some_and(|(upto, _)| first <= *upto) {
+            return Err(format!("the copy of group {group} starts at {first}, at or below its purge point"));
+        }
+        for l in g.locs.drain(..) {
+            Self::release(&mut self.segments, l);
+        }
+        g.base = first;
+        for (_, loc) in copies {
+            g.locs.push_back(loc);
+            self.segments.entry(loc.segment).or_default().live += 1;
+        }
+        Ok(())
+    }
+
+    /// Copies whose CopyEnd never came (a cut tail): dead bytes.
+    pub fn drop_unfinished_copies(&mut self) {
+        self.copies.clear();
+    }
+
     pub fn set_state(&mut self, group: u32, slot: u8, value: Bytes) {
         self.groups.entry(group).or_default().slots.insert(slot, value);
     }
@@ -155,14 +218,69 @@ impl Index {
     /// segment holds a checkpoint (so their slots and purge records are
     /// carried forward). Only a prefix, never the newest segment.
     pub fn dead_prefix(&self) -> Vec<u64> {
-        let Some(checkpoint) = self.segments.iter().rev().find(|(_, s)| s.checkpointed).map(|(seq, _)| *seq) else {
-            return Vec::new();
-        };
+        let Some(checkpoint) = self.newest_checkpoint() else { return Vec::new() };
         self.segments.iter().take_while(|(seq, s)| **seq < checkpoint && s.live == 0).map(|(seq, _)| *seq).collect()
     }
 
     pub fn remove_segment(&mut self, segment: u64) {
         self.segments.remove(&segment);
+    }
+
+    /// The newest segment that opens with a checkpoint: every segment
+    /// before it matters only for the live entries it holds.
+    fn newest_checkpoint(&self) -> Option<u64> {
+        self.segments.iter().rev().find(|(_, s)| s.checkpointed).map(|(seq, _)| *seq)
+    }
+
+    /// Segments before the newest checkpoint that hold dead entries.
+    pub fn dirty_segments(&self) -> impl Iterator<Item = u64> + '_ {
+        let checkpoint = self.newest_checkpoint().unwrap_or(0);
+        self.segments.range(..checkpoint).filter(|(_, s)| s.dirty()).map(|(seq, _)| *seq)
+    }
+
+    /// Plans a pass that frees the segments up to the newest dirty one
+    /// `due` accepts: every group with an entry there has its whole run
+    /// copied (`budget` bytes in all, at least one group), unless its run
+    /// is over `lagging_over` bytes; such a group is reported lagging and
+    /// no segment from its first one on is freed by this pass.
+    pub fn plan_compaction(&self, budget: u64, lagging_over: u64, due: impl Fn(u64) -> bool) -> CompactionPlan {
+        let mut plan = CompactionPlan::default();
+        let Some(upto) = self.dirty_segments().filter(|seq| due(*seq)).last() else { return plan };
+        // (first segment, group, run bytes up to just past `lagging_over`)
+        let mut holders: Vec<(u64, u32, u64)> = self
+            .groups
+            .iter()
+            .filter_map(|(group, g)| {
+                let front = g.locs.front()?.segment;
+                let mut bytes = 0u64;
+                for l in &g.locs {
+                    bytes += u64::from(l.len);
+                    if bytes > lagging_over {
+                        break;
+                    }
+                }
+                (front <= upto).then_some((front, *group, bytes))
+            })
+            .collect();
+        holders.sort_unstable();
+        let blocked = holders.iter().find(|(_, _, bytes)| *bytes > lagging_over).map(|(front, _, _)| *front);
+        let mut spent = 0u64;
+        for (front, group, bytes) in holders {
+            if bytes > lagging_over {
+                plan.lagging.push(group);
+                continue;
+            }
+            if blocked.is_some_and(|b| front >= b) || (spent > 0 && spent + bytes > budget) {
+                continue;
+            }
+            spent += bytes;
+            let g = &self.groups[&group];
+            plan.copy.push((group, g.base, g.locs.iter().copied().collect()));
+        }
+        if let Some(b) = blocked {
+            plan.pinned_segments = self.segments.range(b..=upto).count() as u64;
+        }
+        plan
     }
 }
 
@@ -232,5 +350,96 @@ mod tests {
         assert_eq!(ix.dead_prefix(), vec![1]);
         ix.purge(1, 1, Bytes::new());
         assert_eq!(ix.dead_prefix(), vec![1, 2, 3]);
+    }
+
+    fn sized(segment: u64, offset: u64, len: u32) -> Loc {
+        Loc { segment, offset, len }
+    }
+
+    /// Segments 1-3 sealed, 4 opens with a checkpoint; group 1 is busy and
+    /// purged, groups 2 and 3 are quiet with a few entries in segment 1.
+    fn journal() -> Index {
+        let mut ix = Index::default();
+        for s in 1..=4 {
+            ix.add_segment(s);
+        }
+        ix.mark_checkpoint(4);
+        ix.append(2, 7, sized(1, 0, 10));
+        ix.append(2, 8, sized(2, 0, 10));
+        ix.append(3, 1, sized(1, 20, 5));
+        for (i, s) in [(1, 1), (2, 1), (3, 2), (4, 3)] {
+            ix.append(1, i, sized(s, 100 + i, 100));
+        }
+        ix.purge(1, 4, Bytes::new());
+        ix
+    }
+
+    #[test]
+    fn a_dirty_segment_is_freed_by_copying_the_quiet_groups_whole_runs() {
+        let ix = journal();
+        assert_eq!(ix.dirty_segments().collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert!(ix.dead_prefix().is_empty(), "groups 2 and 3 keep segment 1");
+        let plan = ix.plan_compaction(1 << 20, 1 << 20, |_| true);
+        assert_eq!(
+            plan.copy,
+            vec![(2, 7, vec![sized(1, 0, 10), sized(2, 0, 10)]), (3, 1, vec![sized(1, 20, 5)])],
+            "group 2's entry in segment 2 goes too: its run is copied whole"
+        );
+        assert!(plan.lagging.is_empty());
+        assert_eq!(plan.pinned_segments, 0);
+    }
+
+    #[test]
+    fn nothing_is_copied_before_a_dirty_segment_is_due_or_without_a_dirty_one() {
+        let ix = journal();
+        assert_eq!(ix.plan_compaction(1 << 20, 1 << 20, |_| false), CompactionPlan::default());
+        // Only segment 1 due: the same groups hold it.
+        assert_eq!(ix.plan_compaction(1 << 20, 1 << 20, |s| s == 1).copy.len(), 2);
+        let mut clean = Index::default();
+        clean.add_segment(1);
+        clean.add_segment(2);
+        clean.mark_checkpoint(2);
+        clean.append(5, 1, sized(1, 0, 10));
+        assert_eq!(clean.plan_compaction(1 << 20, 1 << 20, |_| true), CompactionPlan::default());
+    }
+
+    #[test]
+    fn a_group_too_large_to_copy_is_lagging_and_pins_the_segments_from_its_first() {
+        let ix = journal();
+        // Group 2 holds 20 bytes, group 3 five: over 8, group 2 lags.
+        let plan = ix.plan_compaction(1 << 20, 8, |_| true);
+        assert_eq!(plan.lagging, vec![2]);
+        assert!(plan.copy.is_empty(), "group 3 starts in segment 1 too, which group 2 keeps");
+        assert_eq!(plan.pinned_segments, 3, "segments 1 to 3");
+    }
+
+    #[test]
+    fn the_budget_bounds_a_pass_but_the_first_group_always_goes() {
+        let ix = journal();
+        let plan = ix.plan_compaction(1, 1 << 20, |_| true);
+        assert_eq!(plan.copy.len(), 1, "{plan:?}");
+        assert_eq!(plan.copy[0].0, 2);
+    }
+
+    #[test]
+    fn a_copy_replaces_the_run_only_at_its_end_and_must_be_the_whole_run() {
+        let mut ix = journal();
+        ix.add_segment(5);
+        ix.copied(2, 7, sized(5, 0, 10));
+        assert_eq!(ix.groups[&2].get(7), Some(sized(1, 0, 10)), "not before its end");
+        ix.copied(2, 8, sized(5, 40, 10));
+        ix.copy_end(2, 7, 8).expect("the whole run");
+        assert_eq!(ix.groups[&2].get(7), Some(sized(5, 0, 10)));
+        assert_eq!(ix.groups[&2].range(), Some((7, 8)));
+        assert_eq!((ix.segments[&5].live, ix.segments[&2].live), (2, 0));
+        // A copy with a gap, or with nothing, is refused and changes nothing.
+        ix.copied(3, 1, sized(5, 80, 5));
+        ix.copied(3, 3, sized(5, 90, 5));
+        assert!(ix.copy_end(3, 1, 3).is_err());
+        assert!(ix.copy_end(3, 1, 1).is_err(), "its copies were taken by the refused end");
+        assert_eq!(ix.groups[&3].get(1), Some(sized(1, 20, 5)));
+        // Below the purge point: refused.
+        ix.copied(1, 4, sized(5, 99, 100));
+        assert!(ix.copy_end(1, 4, 4).is_err());
     }
 }

@@ -17,12 +17,19 @@
 //! On disk: `segment-{seq:020}.wal` files in the directory, and
 //! `wal.lock`, an `flock` that keeps a second writer out.
 //!
+//! Segments go oldest first once no live entry is left in them. A group
+//! that went quiet would keep its few entries, and with them every later
+//! segment, forever: `compact` copies such groups' whole runs into the
+//! newest segment once the old segments held dead entries long enough
+//! (spec/35 "Deleted data"), and names the groups too large to copy, which
+//! their snapshot and purge free instead.
+//!
 //! Module map:
 //! - `frame`: the frame layout, encoding and verification.
 //! - `segment`: segment files, the directory lock, directory fsync.
 //! - `index`: what the journal holds, in memory.
 //! - `recover`: replaying segments at open; torn tails and corruption.
-//! - `writer`: the writer thread: group commit, rotation, reclaim.
+//! - `writer`: the writer thread: group commit, rotation, compaction, reclaim.
 //! - `inline`: the writer run on the callers' threads, for simulation.
 //! - `error`: [`WalError`].
 
@@ -72,6 +79,26 @@ pub struct WalOptions {
 
 pub const MIN_SEGMENT_SIZE: u64 = 4096;
 
+/// The bounds of one compaction pass (`Wal::compact`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompactLimits {
+    /// Entry bytes one pass copies at most (a group's run is copied whole,
+    /// so the first group may take more).
+    pub budget: u64,
+    /// A group whose live run is larger is not copied but reported lagging.
+    pub lagging_over: u64,
+    /// How long a segment holds dead entries before it is sealed and freed.
+    pub min_age: std::time::Duration,
+}
+
+impl CompactLimits {
+    /// spec/35's pace: an eighth of a segment per pass; a group keeping
+    /// more than a quarter of one is left to its snapshot.
+    pub fn for_segment_size(segment_size: u64, min_age: std::time::Duration) -> CompactLimits {
+        CompactLimits { budget: (segment_size / 8).max(1), lagging_over: segment_size / 4, min_age }
+    }
+}
+
 /// The group number reserved for node-level state (e.g. the cluster id).
 pub const NODE_GROUP: u32 = u32::MAX;
 
@@ -120,6 +147,25 @@ pub struct WalStats {
     pub fsyncs: u64,
     pub rotations: u64,
     pub reclaimed_segments: u64,
+    /// Bytes of the segments deleted.
+    pub reclaimed_bytes: u64,
+    /// Time spent deleting segments.
+    pub reclaim_ns: u64,
+    /// Reclaims that stopped on a failed delete.
+    pub reclaim_failures: u64,
+    /// Live entry bytes compaction copied forward.
+    pub rewritten_bytes: u64,
+    /// Segments holding dead entries (gauge).
+    pub dirty_segments: u64,
+    /// Groups the latest compaction pass found too large to copy (gauge).
+    pub lagging_groups: u64,
+    /// Segments kept only for those groups (gauge).
+    pub pinned_segments: u64,
+    /// What opening the journal replayed.
+    pub recovery_ns: u64,
+    pub recovery_records: u64,
+    pub recovery_bytes: u64,
+    pub recovery_live_entries: u64,
 }
 
 #[derive(Default)]
@@ -131,6 +177,15 @@ struct Counters {
     fsyncs: AtomicU64,
     rotations: AtomicU64,
     reclaimed_segments: AtomicU64,
+    reclaimed_bytes: AtomicU64,
+    reclaim_ns: AtomicU64,
+    reclaim_failures: AtomicU64,
+    rewritten_bytes: AtomicU64,
+    pinned_segments: AtomicU64,
+    recovery_ns: AtomicU64,
+    recovery_records: AtomicU64,
+    recovery_bytes: AtomicU64,
+    recovery_live_entries: AtomicU64,
 }
 
 /// What the writer thread and readers share.
@@ -140,6 +195,8 @@ struct Shared {
     /// Read handles by segment, opened on first read.
     readers: Mutex<HashMap<u64, Arc<File>>>,
     stats: Counters,
+    /// The groups the latest compaction pass found too large to copy.
+    lagging: Mutex<Vec<u32>>,
     closed: AtomicBool,
 }
 
@@ -175,6 +232,45 @@ impl Shared {
 
     fn locate(&self, group: u32, index: u64) -> Option<Loc> {
         self.lock_index().groups.get(&group).and_then(|g| g.get(index))
+    }
+
+    fn publish_lagging(&self, groups: Vec<u32>, pinned_segments: u64) {
+        self.stats.pinned_segments.store(pinned_segments, Ordering::Relaxed);
+        *self.lagging.lock().unwrap_or_else(|p| p.into_inner()) = groups;
+    }
+
+    /// Reads and verifies the entry at `loc`; `Ok(None)` when the entry no
+    /// longer sits there (purged, overwritten, or copied forward and its
+    /// old segment deleted).
+    fn read_at(&self, group: u32, index: u64, loc: Loc) -> Result<Option<Bytes>, WalError> {
+        let moved = || self.locate(group, index) != Some(loc);
+        let Some(file) = self.reader(loc.segment)? else {
+            return if moved() { Ok(None) } else { Err(missing(self, loc)) };
+        };
+        let path = segment_path(&self.dir, loc.segment);
+        let mut buf = vec![0u8; frame::HEADER + loc.len as usize];
+        if let Err(e) = file.read_exact_at(&mut buf, loc.offset) {
+            return if moved() { Ok(None) } else { Err(WalError::Io { path, source: e }) };
+        }
+        match frame::decode(&buf) {
+            Ok(f)
+                if matches!(f.kind, frame::FrameKind::Entry | frame::FrameKind::Copy)
+                    && f.group == group
+                    && f.index == index =>
+            {
+                Ok(Some(Bytes::from(buf).slice(frame::HEADER..)))
+            }
+            other => Err(WalError::Corrupt {
+                segment: path,
+                offset: loc.offset,
+                reason: match other {
+                    Ok(f) => {
+                        format!("entry {index} of group {group} reads back as {:?} {}/{}", f.kind, f.group, f.index)
+                    }
+                    Err(bad) => format!("entry {index} of group {group} reads back with {bad}"),
+                },
+            }),
+        }
     }
 }
 
@@ -294,7 +390,9 @@ impl Wal {
         let dir = options.dir.clone();
         std::fs::create_dir_all(&dir).map_err(WalError::io(&dir))?;
         let lock = segment::lock(&dir)?;
+        let replay_started = std::time::Instant::now();
         let replayed = recover::replay(&dir)?;
+        let replay_ns = u64::try_from(replay_started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         let (active, len) = replayed.newest.unwrap_or((1, 0));
         let path = segment_path(&dir, active);
         let file = OpenOptions::new().create(true).append(true).open(&path).map_err(WalError::io(&path))?;
@@ -316,11 +414,17 @@ impl Wal {
         let stats = Counters::default();
         stats.bytes_on_disk.store(index.bytes_on_disk(), Ordering::Relaxed);
         stats.segments.store(index.segments.len() as u64, Ordering::Relaxed);
+        stats.recovery_ns.store(replay_ns, Ordering::Relaxed);
+        stats.recovery_records.store(replayed.records, Ordering::Relaxed);
+        stats.recovery_bytes.store(index.bytes_on_disk(), Ordering::Relaxed);
+        let live = index.groups.values().filter_map(|g| g.range()).map(|(first, last)| last - first + 1).sum();
+        stats.recovery_live_entries.store(live, Ordering::Relaxed);
         let shared = Arc::new(Shared {
             dir,
             index: Mutex::new(index),
             readers: Mutex::new(HashMap::new()),
             stats,
+            lagging: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
         });
         let (tx, rx) = mpsc::channel();
@@ -375,33 +479,32 @@ impl Wal {
         if shared.closed.load(Ordering::Acquire) {
             return Err(WalError::Closed);
         }
-        let Some(loc) = shared.locate(group, index) else { return Ok(None) };
         // A concurrent purge or overwrite may delete the segment under us:
-        // then the entry is simply no longer live.
-        let gone = || shared.locate(group, index) != Some(loc);
-        let Some(file) = shared.reader(loc.segment)? else {
-            return if gone() { Ok(None) } else { Err(missing(shared, loc)) };
-        };
-        let path = segment_path(&shared.dir, loc.segment);
-        let mut buf = vec![0u8; frame::HEADER + loc.len as usize];
-        if let Err(e) = file.read_exact_at(&mut buf, loc.offset) {
-            return if gone() { Ok(None) } else { Err(WalError::Io { path, source: e }) };
-        }
-        match frame::decode(&buf) {
-            Ok(f) if f.kind == frame::FrameKind::Entry && f.group == group && f.index == index => {
-                Ok(Some(Bytes::from(buf).slice(frame::HEADER..)))
+        // then the entry is no longer live. Compaction may have copied it
+        // forward: then it is read where it sits now.
+        let mut tried = None;
+        loop {
+            let Some(loc) = shared.locate(group, index) else { return Ok(None) };
+            if tried == Some(loc) {
+                return Err(missing(shared, loc));
             }
-            other => Err(WalError::Corrupt {
-                segment: path,
-                offset: loc.offset,
-                reason: match other {
-                    Ok(f) => {
-                        format!("entry {index} of group {group} reads back as {:?} {}/{}", f.kind, f.group, f.index)
-                    }
-                    Err(bad) => format!("entry {index} of group {group} reads back with {bad}"),
-                },
-            }),
+            if let Some(payload) = shared.read_at(group, index, loc)? {
+                return Ok(Some(payload));
+            }
+            tried = Some(loc);
         }
+    }
+
+    /// Runs one compaction pass and waits for it (not on the writer's
+    /// thread, nor on an async runtime's).
+    pub fn compact(&self, limits: CompactLimits) -> Result<(), WalError> {
+        self.wait("compact", |done| Op::Compact { limits, done })
+    }
+
+    /// The groups the latest compaction pass found too large to copy:
+    /// their snapshot and log purge free the segments they keep.
+    pub fn lagging_groups(&self) -> Vec<u32> {
+        self.inner.shared.lagging.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     fn wait(&self, what: &'static str, make: impl FnOnce(Done) -> Op) -> Result<(), WalError> {
@@ -448,6 +551,8 @@ impl Wal {
     pub fn stats(&self) -> WalStats {
         let c = &self.inner.shared.stats;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let dirty_segments = self.inner.shared.lock_index().segments.values().filter(|s| s.dirty()).count() as u64;
+        let lagging_groups = self.inner.shared.lagging.lock().unwrap_or_else(|p| p.into_inner()).len() as u64;
         WalStats {
             bytes_on_disk: get(&c.bytes_on_disk),
             segments: get(&c.segments),
@@ -456,6 +561,17 @@ impl Wal {
             fsyncs: get(&c.fsyncs),
             rotations: get(&c.rotations),
             reclaimed_segments: get(&c.reclaimed_segments),
+            reclaimed_bytes: get(&c.reclaimed_bytes),
+            reclaim_ns: get(&c.reclaim_ns),
+            reclaim_failures: get(&c.reclaim_failures),
+            rewritten_bytes: get(&c.rewritten_bytes),
+            dirty_segments,
+            lagging_groups,
+            pinned_segments: get(&c.pinned_segments),
+            recovery_ns: get(&c.recovery_ns),
+            recovery_records: get(&c.recovery_records),
+            recovery_bytes: get(&c.recovery_bytes),
+            recovery_live_entries: get(&c.recovery_live_entries),
         }
     }
 }

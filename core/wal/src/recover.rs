@@ -21,6 +21,8 @@ pub struct Replayed {
     /// directory holds no segment yet.
     pub newest: Option<(u64, u64)>,
     pub torn_tail: Option<TornTail>,
+    /// Frames replayed.
+    pub records: u64,
 }
 
 /// Whether a frame that verifies starts anywhere after `from`.
@@ -35,13 +37,15 @@ pub fn replay(dir: &Path) -> Result<Replayed, WalError> {
     let mut index = Index::default();
     let mut torn_tail = None;
     let mut newest = None;
+    let mut records = 0;
     for (i, &seq) in seqs.iter().enumerate() {
         let is_newest = i + 1 == seqs.len();
-        let (len, torn) = replay_segment(dir, seq, is_newest, &mut index)?;
+        let (len, torn) = replay_segment(dir, seq, is_newest, &mut index, &mut records)?;
         torn_tail = torn;
         newest = Some((seq, len));
     }
-    Ok(Replayed { index, newest, torn_tail })
+    index.drop_unfinished_copies();
+    Ok(Replayed { index, newest, torn_tail, records })
 }
 
 /// Replays one segment into `index`; returns its (possibly cut) length.
@@ -50,6 +54,7 @@ fn replay_segment(
     seq: u64,
     is_newest: bool,
     index: &mut Index,
+    records: &mut u64,
 ) -> Result<(u64, Option<TornTail>), WalError> {
     let path = segment::segment_path(dir, seq);
     let data = fs::read(&path).map_err(WalError::io(&path))?;
@@ -73,6 +78,7 @@ fn replay_segment(
             }
         };
         apply(index, seq, pos as u64, &f).map_err(corrupt)?;
+        *records += 1;
         pos += f.size();
     }
     index.grow(seq, pos as u64);
@@ -89,6 +95,14 @@ fn apply(index: &mut Index, seq: u64, offset: u64, f: &Frame<'_>) -> Result<(), 
         FrameKind::State => {
             let slot = u8::try_from(f.index).map_err(|_| format!("state frame for slot {} (max 255)", f.index))?;
             index.set_state(f.group, slot, Bytes::copy_from_slice(f.payload));
+        }
+        FrameKind::Copy => {
+            let len = u32::try_from(f.payload.len()).map_err(|_| "entry larger than 4 GiB".to_string())?;
+            index.copied(f.group, f.index, Loc { segment: seq, offset, len });
+        }
+        FrameKind::CopyEnd => {
+            let last = <[u8; 8]>::try_from(f.payload).map_err(|_| "a copy end without its last index".to_string())?;
+            index.copy_end(f.group, f.index, u64::from_le_bytes(last))?;
         }
         FrameKind::Truncate => index.truncate(f.group, f.index),
         FrameKind::Purge => index.purge(f.group, f.index, Bytes::copy_from_slice(f.payload)),

@@ -8,8 +8,10 @@
 //! Segments rotate at `segment_size`. A new segment opens with a
 //! checkpoint (every group's slots and purge record, then a Checkpoint
 //! frame), so older segments matter only for the entries they hold; they
-//! are deleted oldest first once no group has a live entry in them.
+//! are deleted oldest first once no group has a live entry in them, which
+//! compaction brings about for groups that went quiet.
 
+use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::panic::AssertUnwindSafe;
@@ -17,6 +19,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 
@@ -27,12 +30,40 @@ use crate::segment::{segment_path, sync_dir};
 use crate::{Done, Shared};
 
 pub enum Op {
-    Append { group: u32, entries: Vec<(u64, Bytes)>, sync: bool, done: Done },
-    State { group: u32, slot: u8, value: Bytes, done: Done },
-    Truncate { group: u32, since: u64, done: Done },
-    Purge { group: u32, upto: u64, marker: Bytes, done: Done },
-    Sync { done: Done },
-    Close { done: Done },
+    Append {
+        group: u32,
+        entries: Vec<(u64, Bytes)>,
+        sync: bool,
+        done: Done,
+    },
+    State {
+        group: u32,
+        slot: u8,
+        value: Bytes,
+        done: Done,
+    },
+    Truncate {
+        group: u32,
+        since: u64,
+        done: Done,
+    },
+    Purge {
+        group: u32,
+        upto: u64,
+        marker: Bytes,
+        done: Done,
+    },
+    Sync {
+        done: Done,
+    },
+    Close {
+        done: Done,
+    },
+    /// One compaction pass (`Writer::compact`).
+    Compact {
+        limits: crate::CompactLimits,
+        done: Done,
+    },
 }
 
 impl Op {
@@ -43,7 +74,8 @@ impl Op {
             | Op::Truncate { done, .. }
             | Op::Purge { done, .. }
             | Op::Sync { done }
-            | Op::Close { done } => done,
+            | Op::Close { done }
+            | Op::Compact { done, .. } => done,
         }
     }
 
@@ -64,6 +96,8 @@ enum Change {
     Truncate { group: u32, since: u64 },
     Purge { group: u32, upto: u64, marker: Bytes },
     Checkpoint(u64),
+    Copied { group: u32, index: u64, loc: Loc },
+    CopyEnd { group: u32, first: u64, last: u64 },
 }
 
 impl Change {
@@ -74,6 +108,14 @@ impl Change {
             Change::Truncate { group, since } => index.truncate(group, since),
             Change::Purge { group, upto, marker } => index.purge(group, upto, marker),
             Change::Checkpoint(seq) => index.mark_checkpoint(seq),
+            Change::Copied { group, index: i, loc } => index.copied(group, i, loc),
+            Change::CopyEnd { group, first, last } => {
+                if let Err(e) = index.copy_end(group, first, last) {
+                    // The writer made the copies itself: this is a bug, and the
+                    // run stays where it was.
+                    tracing::error!(error = %e, "WAL: a compaction copy did not apply");
+                }
+            }
         }
     }
 }
@@ -112,6 +154,12 @@ pub struct Writer {
     /// Set once a write or fsync failed: the file's tail is unknown, so
     /// nothing more is written (reopening recovers).
     broken: Option<(PathBuf, String)>,
+    /// Since when each segment has held dead entries, as far as this
+    /// process knows (compaction's age).
+    dirty_since: BTreeMap<u64, Instant>,
+    /// No compaction pass ran yet: segments found dirty then take their
+    /// age from their file's last change.
+    first_pass: bool,
     /// Held for the writer's life: the directory's lock.
     _lock: File,
 }
@@ -140,6 +188,8 @@ impl Writer {
             dirty: false,
             dir_dirty: true,
             broken: None,
+            dirty_since: BTreeMap::new(),
+            first_pass: true,
             _lock: lock,
         }
     }
@@ -304,7 +354,106 @@ impl Writer {
                 *need_sync = true;
                 Ok(done)
             }
+            Op::Compact { limits, done } => match self.compact(limits) {
+                // Copies are made durable before reclaim deletes the originals.
+                Ok(copied) => {
+                    *need_sync |= copied;
+                    Ok(done)
+                }
+                Err(e) => Err((done, e)),
+            },
         }
+    }
+
+    /// One compaction pass (spec/35 "Deleted data"): seals the active
+    /// segment once it held dead entries for `min_age`, then copies the
+    /// whole live runs of the groups that keep the oldest such segments
+    /// into the newest one, so that reclaim, after this batch, deletes
+    /// them. Groups whose run is too large to copy are published as
+    /// lagging for the snapshot driver. Returns whether anything was copied.
+    fn compact(&mut self, limits: crate::CompactLimits) -> Result<bool, WalError> {
+        // The plan must see every frame this batch encoded before it.
+        if let Err(e) = self.flush() {
+            self.fail(&e);
+            return Err(e);
+        }
+        let now = Instant::now();
+        self.note_dirty(now);
+        if self.aged(self.active, now, limits.min_age) && self.len > self.checkpoint_len {
+            if let Err(e) = self.rotate().and_then(|()| self.flush()) {
+                self.fail(&e);
+                return Err(e);
+            }
+            self.note_dirty(now);
+        }
+        let plan = self
+            .shared
+            .lock_index()
+            .plan_compaction(limits.budget, limits.lagging_over, |seq| self.aged(seq, now, limits.min_age));
+        self.shared.publish_lagging(plan.lagging, plan.pinned_segments);
+        // Every payload is read before any is written: a failed read copies nothing.
+        let mut runs = Vec::new();
+        for (group, first, locs) in plan.copy {
+            let mut run = Vec::with_capacity(locs.len());
+            for (k, loc) in locs.into_iter().enumerate() {
+                let index = first.saturating_add(k as u64);
+                match self.shared.read_at(group, index, loc)? {
+                    Some(payload) => run.push(payload),
+                    None => {
+                        return Err(WalError::Invalid(format!("entry {index} of group {group} moved while copied")));
+                    }
+                }
+            }
+            runs.push((group, first, run));
+        }
+        let copied = !runs.is_empty();
+        for (group, first, run) in runs {
+            let last = first.saturating_add(run.len() as u64 - 1);
+            for (k, payload) in run.into_iter().enumerate() {
+                let index = first.saturating_add(k as u64);
+                let len = payload.len() as u32;
+                self.put(FrameKind::Copy, group, index, &payload, |loc| Change::Copied {
+                    group,
+                    index,
+                    loc: Loc { len, ..loc },
+                })?;
+                self.shared.stats.rewritten_bytes.fetch_add(u64::from(len), Ordering::Relaxed);
+            }
+            self.put(FrameKind::CopyEnd, group, first, &last.to_le_bytes(), |_| Change::CopyEnd {
+                group,
+                first,
+                last,
+            })?;
+        }
+        Ok(copied)
+    }
+
+    /// Starts the age of every segment newly found dirty.
+    fn note_dirty(&mut self, now: Instant) {
+        let dirty: Vec<u64> =
+            self.shared.lock_index().segments.iter().filter(|(_, s)| s.dirty()).map(|(q, _)| *q).collect();
+        self.dirty_since.retain(|seq, _| dirty.contains(seq));
+        for seq in dirty {
+            if !self.dirty_since.contains_key(&seq) {
+                let since = if self.first_pass { self.changed_at(seq, now) } else { now };
+                self.dirty_since.insert(seq, since);
+            }
+        }
+        self.first_pass = false;
+    }
+
+    /// When a segment's file last changed, on the monotonic clock.
+    fn changed_at(&self, seq: u64, now: Instant) -> Instant {
+        let age = fs::metadata(segment_path(&self.shared.dir, seq))
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|at| SystemTime::now().duration_since(at).ok())
+            .unwrap_or_default();
+        now.checked_sub(age).unwrap_or(now)
+    }
+
+    fn aged(&self, seq: u64, now: Instant, min_age: Duration) -> bool {
+        self.dirty_since.get(&seq).is_some_and(|since| now.saturating_duration_since(*since) >= min_age)
     }
 
     /// Adds one frame to the batch, rotating first when the active segment is full.
@@ -432,17 +581,30 @@ impl Writer {
     /// Deletes the oldest segments no group needs any more.
     fn reclaim(&mut self) {
         let dead = self.shared.lock_index().dead_prefix();
+        if dead.is_empty() {
+            return;
+        }
+        let started = Instant::now();
+        self.reclaim_segments(dead);
+        let took = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.shared.stats.reclaim_ns.fetch_add(took, Ordering::Relaxed);
+    }
+
+    fn reclaim_segments(&mut self, dead: Vec<u64>) {
         for seq in dead {
             let path = segment_path(&self.shared.dir, seq);
             if let Err(e) = fs::remove_file(&path) {
                 tracing::warn!(segment = %path.display(), error = %e, "WAL: cannot delete a reclaimed segment");
+                self.shared.stats.reclaim_failures.fetch_add(1, Ordering::Relaxed);
                 return;
             }
             self.unsynced.retain(|(s, _)| *s != seq);
             {
                 let mut index = self.shared.lock_index();
+                let bytes = index.segments.get(&seq).map_or(0, |s| s.bytes);
                 index.remove_segment(seq);
                 let stats = &self.shared.stats;
+                stats.reclaimed_bytes.fetch_add(bytes, Ordering::Relaxed);
                 stats.bytes_on_disk.store(index.bytes_on_disk(), Ordering::Relaxed);
                 stats.segments.store(index.segments.len() as u64, Ordering::Relaxed);
                 stats.reclaimed_segments.fetch_add(1, Ordering::Relaxed);

@@ -3,6 +3,7 @@
 //! commit under concurrency, and a model-checked property test.
 
 mod common;
+mod compact;
 mod concurrency;
 mod inline;
 mod model;

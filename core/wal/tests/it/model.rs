@@ -1,5 +1,6 @@
 //! Random sequences of appends, overwrites, truncates, purges, state
-//! writes and reopens against a plain in-memory model.
+//! writes, compaction passes and reopens against a plain in-memory model
+//! (a pass changes nothing the model sees).
 
 use std::collections::BTreeMap;
 
@@ -20,6 +21,8 @@ enum Op {
     Purge(u32, u8),
     PurgeBackwards(u32),
     State(u32, u8),
+    /// A compaction pass with this budget in bytes.
+    Compact(u16),
     Reopen,
 }
 
@@ -31,6 +34,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0..4u32, 0..12u8).prop_map(|(g, n)| Op::Purge(g, n)),
         1 => (0..4u32).prop_map(Op::PurgeBackwards),
         1 => (0..4u32, 0..3u8).prop_map(|(g, s)| Op::State(g, s)),
+        2 => (1..3000u16).prop_map(Op::Compact),
         1 => Just(Op::Reopen),
     ]
 }
@@ -131,6 +135,14 @@ proptest! {
                     let v = Bytes::from(format!("state {stamp}"));
                     model.entry(g).or_default().slots.insert(slot, v.clone());
                     wait(|d| wal.set_state(g, slot, v, d)).expect("state");
+                }
+                Op::Compact(budget) => {
+                    let limits = ursula_wal::CompactLimits {
+                        budget: u64::from(budget),
+                        lagging_over: SEGMENT / 2,
+                        min_age: std::time::Duration::ZERO,
+                    };
+                    wal.compact(limits).expect("compacts");
                 }
                 Op::Reopen => {
                     wal.close().expect("closes");

@@ -1,0 +1,112 @@
+//! spec/35 "Deleted data", spec/37 WAL metrics: a group that went quiet
+//! keeps a few live entries in the journal's oldest segment, and without
+//! compaction every later segment would stay on disk with it, the purged
+//! entries of busy groups included. A durable node copies such runs
+//! forward a quarter of `raft.deleted_data_max_age` after the segments
+//! turned dirty, deletes the old segments, and reads everything back,
+//! also after `kill -9`.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::Node;
+
+const TEXT: &str = "text/plain";
+
+fn config(dir: &std::path::Path) -> Vec<String> {
+    let path = dir.join("ursula.toml");
+    let text = format!(
+        "[raft]\ngroup_count = 2\ninstall_snapshot_timeout = \"1s\"\ndeleted_data_max_age = \"8s\"\n\
+         snapshot_log_budget = \"64KiB\"\n[raft.wal]\npath = {:?}\nsegment_size = \"64KiB\"\n",
+        dir.join("wal")
+    );
+    std::fs::write(&path, text).expect("config");
+    ["server", "--listen", "127.0.0.1:0", "--config"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([path.display().to_string()])
+        .collect()
+}
+
+async fn metrics(node: &Node) -> Value {
+    node.get("/__ursula/metrics").send().await.json()
+}
+
+fn applied(m: &Value) -> Vec<u64> {
+    m["raft_groups"]
+        .as_array()
+        .expect("raft_groups")
+        .iter()
+        .map(|g| g["last_applied_index"].as_u64().unwrap_or(0))
+        .collect()
+}
+
+fn count(m: &Value, key: &str) -> u64 {
+    m[key].as_u64().unwrap_or_else(|| panic!("{key} missing: {m}"))
+}
+
+#[tokio::test]
+async fn a_quiet_groups_entries_are_copied_forward_and_the_old_segments_deleted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let args = config(dir.path());
+    let node = Node::spawn(&args, None);
+    let busy = "/journal/busy";
+    node.create(busy, TEXT).await;
+    // A quiet stream in the other group: created and written once.
+    let before = applied(&metrics(&node).await);
+    let busy_group = {
+        node.append(busy, TEXT, "b").await;
+        let after = applied(&metrics(&node).await);
+        (0..after.len()).find(|g| after[*g] > before[*g]).expect("the busy stream's group moved")
+    };
+    let mut quiet = None;
+    for i in 0..64 {
+        let path = format!("/journal/quiet-{i}");
+        let before = applied(&metrics(&node).await);
+        node.create(&path, TEXT).await;
+        let after = applied(&metrics(&node).await);
+        if after[busy_group] == before[busy_group] {
+            quiet = Some(path);
+            break;
+        }
+        node.delete(&path).send().await.expect(204);
+    }
+    let quiet = quiet.expect("a stream in the other group");
+    node.append(&quiet, TEXT, "quiet and kept").await;
+    // 1 MiB through the busy group: about 16 segments, snapshotted and purged behind.
+    let record = "x".repeat(4095) + "\n";
+    for _ in 0..256 {
+        node.append(busy, TEXT, record.clone()).await;
+    }
+    let written = metrics(&node).await;
+    assert!(count(&written, "wal_rotations") >= 10, "{written}");
+
+    let started = Instant::now();
+    let settled = loop {
+        let m = metrics(&node).await;
+        if count(&m, "wal_segments") <= 4 && count(&m, "wal_rewritten_bytes") > 0 {
+            break m;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "the old segments stay: {m}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    eprintln!(
+        "journal: {} segments freed, {} bytes copied forward, {:?} after the writes",
+        count(&settled, "wal_reclaims"),
+        count(&settled, "wal_rewritten_bytes"),
+        started.elapsed()
+    );
+    assert!(count(&settled, "wal_reclaimed_bytes") >= 10 * 64 * 1024, "{settled}");
+    assert_eq!(count(&settled, "wal_reclaim_failures"), 0);
+    assert_eq!(node.read_all(&quiet).await.text(), "quiet and kept");
+    assert_eq!(node.read_all(busy).await.body.len(), 1 + 256 * 4096);
+
+    node.kill9();
+    let node = Node::spawn(&args, None);
+    assert_eq!(node.read_all(&quiet).await.text(), "quiet and kept");
+    assert_eq!(node.read_all(busy).await.body.len(), 1 + 256 * 4096);
+    let reopened = metrics(&node).await;
+    assert!(count(&reopened, "wal_segments") <= 5, "{reopened}");
+    assert!(count(&reopened, "wal_recovery_records") > 0 && count(&reopened, "wal_recovery_bytes") > 0, "{reopened}");
+}
