@@ -157,3 +157,70 @@ async fn a_cluster_node_refuses_bodies_while_its_log_is_over_twice_the_budget() 
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// `raft.append_transport_budget_bytes` (spec/07): with a budget smaller
+/// than one append, each batch to a peer takes the whole budget and the
+/// other peer's batch waits for it; every write still replicates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transport_budget_smaller_than_an_append_holds_batches_back_and_loses_nothing() {
+    let mut layout = Layout::new(3, "transport-budget", 1, Planes::Shared);
+    layout.raft_extra = "append_transport_budget_bytes = \"16KiB\"\n".into();
+    let nodes = start_all(&layout).await;
+    let (http, urls) = (client(), layout.client_urls());
+    create(&http, &urls, S).await;
+    let leader = leader_url(&http, &urls).await;
+    let writers = (0..4u8).map(|w| {
+        let (http, url) = (http.clone(), format!("{leader}{S}"));
+        tokio::spawn(async move {
+            for _ in 0..10 {
+                let answer = http.post(&url).header("content-type", "text/plain").body(vec![b'a' + w; 32 * 1024]);
+                assert_eq!(answer.send().await.expect("an answer").status().as_u16(), 204);
+            }
+        })
+    });
+    for w in writers.collect::<Vec<_>>() {
+        w.await.expect("a writer");
+    }
+    let mut waits = 0;
+    for node in nodes.iter().flatten() {
+        let m = node.get("/__ursula/metrics").send().await.json();
+        assert_eq!(m["raft_append_transport_budget_bytes"], 16 * 1024, "{m}");
+        waits += m["raft_append_transport_outbound_waits"].as_u64().unwrap_or(0);
+        // The slower follower's batches may still be out; then nothing is held.
+        let deadline = Instant::now() + PATIENCE;
+        while node.get("/__ursula/metrics").send().await.json()["raft_append_transport_outbound_bytes"] != 0 {
+            assert!(Instant::now() < deadline, "outbound bytes stay charged");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    assert!(waits > 0, "no batch waited for the budget");
+    // Every voter holds the 40 appends.
+    for node in nodes.iter().flatten() {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let read = node.get(&format!("{S}?offset=-1&consistency=local")).send().await;
+            if read.status == 200 && read.body.len() == 40 * 32 * 1024 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "a voter lacks appends: {} bytes", read.body.len());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// The client URL of the voter that leads the one group.
+async fn leader_url(http: &reqwest::Client, urls: &[String]) -> String {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        for url in urls {
+            if let Ok(answer) = http.get(format!("{url}/__ursula/metrics")).send().await
+                && let Ok(m) = serde_json::from_slice::<Value>(&answer.bytes().await.unwrap_or_default())
+                && m["raft_groups"][0]["current_leader"] == m["node_id"]
+            {
+                return url.clone();
+            }
+        }
+        assert!(Instant::now() < deadline, "no leader");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

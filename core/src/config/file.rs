@@ -199,6 +199,8 @@ pub struct RaftSection {
     /// A group's proposed, unapplied write bytes (`64MiB`).
     pub max_uncommitted_size_per_group: Option<ByteSize>,
     pub snapshot_backstop_logs: Option<u64>,
+    /// Append bytes held for Raft transport per direction (`128MiB`).
+    pub append_transport_budget_bytes: Option<ByteSize>,
     pub snapshot_build_max_concurrency: Option<usize>,
     pub snapshot_pressure_max_groups_per_tick: Option<usize>,
     pub init_membership_per_group: Option<bool>,

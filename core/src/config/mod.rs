@@ -114,6 +114,9 @@ pub struct RaftConfig {
     pub max_in_snapshot_log_to_keep: u64,
     pub snapshot_log_budget: u64,
     pub snapshot_backstop_logs: u64,
+    /// `raft.append_transport_budget_bytes`: append bytes held for Raft
+    /// transport in each direction across the node.
+    pub append_transport_budget: u64,
     /// `raft.snapshot_build_max_concurrency`: builds at once past the budget (1 to 16).
     pub snapshot_build_max_concurrency: usize,
     /// `raft.snapshot_pressure_max_groups_per_tick`: starts per driver pass below the budget.
@@ -513,6 +516,14 @@ fn raft_config(raft: file::RaftSection, cli: &CliOverrides) -> Result<RaftConfig
             expected: "more than 0",
         });
     }
+    let append_transport_budget = raft.append_transport_budget_bytes.map_or(128 * ByteSize::MIB, |s| s.0);
+    if append_transport_budget == 0 {
+        return Err(ConfigError::Value {
+            key: "raft.append_transport_budget_bytes",
+            value: "0".into(),
+            expected: "more than 0",
+        });
+    }
     let snapshot_build_max_concurrency = raft.snapshot_build_max_concurrency.unwrap_or(2);
     if !(1..=16).contains(&snapshot_build_max_concurrency) {
         return Err(ConfigError::Startup(format!(
@@ -563,6 +574,7 @@ fn raft_config(raft: file::RaftSection, cli: &CliOverrides) -> Result<RaftConfig
         max_in_snapshot_log_to_keep: raft.max_in_snapshot_log_to_keep.unwrap_or(0),
         snapshot_log_budget,
         snapshot_backstop_logs,
+        append_transport_budget,
         snapshot_build_max_concurrency,
         snapshot_pressure_max_groups_per_tick,
         install_snapshot_timeout,

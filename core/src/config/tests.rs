@@ -322,6 +322,21 @@ fn snapshot_build_limits() {
     assert!(raft("snapshot_pressure_max_groups_per_tick = 0\n").expect_err("0").contains("at least 1"));
 }
 
+/// `raft.append_transport_budget_bytes` (spec/07): bytes, 128 MiB unless set, never 0.
+#[test]
+fn append_transport_budget() {
+    let none = CliOverrides::default();
+    let raft = |text: &str| -> Result<u64, String> {
+        let c = cfg(None, &format!("[raft]\n{text}[raft.wal]\npath = \"/x\"\n"), &none)?;
+        let EngineConfig::Raft(r) = c.engine else { panic!("a WAL path runs Raft") };
+        Ok(r.append_transport_budget)
+    };
+    assert_eq!(raft(""), Ok(128 << 20));
+    assert_eq!(raft("append_transport_budget_bytes = 134217728\n"), Ok(134_217_728));
+    assert_eq!(raft("append_transport_budget_bytes = \"8MiB\"\n"), Ok(8 << 20));
+    assert!(raft("append_transport_budget_bytes = 0\n").expect_err("0").contains("raft.append_transport_budget_bytes"));
+}
+
 /// spec/19, 35, 38 and 43 keys of `[runtime]` and `[raft]`.
 #[test]
 fn runtime_and_raft_keys_of_the_operations_pages() {

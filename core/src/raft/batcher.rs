@@ -18,6 +18,7 @@ use ursula_proto::raft::v1 as pb;
 use ursula_proto::raft::v1::raft_service_client::RaftServiceClient;
 
 use super::peer_error::PeerError;
+use super::transport_budget::Direction;
 
 /// One batch in flight to a peer at a time: what queues while it is out
 /// goes in the next. Three voters sharing two cores made 1.15x the appends
@@ -62,9 +63,16 @@ pub struct Batcher {
 }
 
 impl Batcher {
-    pub fn start(client: RaftServiceClient<Channel>, url: String, stats: Arc<BatchStats>) -> Batcher {
+    /// `budget`: the node's outbound `raft.append_transport_budget_bytes`,
+    /// which each call is charged until its reply.
+    pub fn start(
+        client: RaftServiceClient<Channel>,
+        url: String,
+        stats: Arc<BatchStats>,
+        budget: Arc<Direction>,
+    ) -> Batcher {
         let (queue, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(client, url, rx, stats));
+        tokio::spawn(run(Call { client, url, stats, budget }, rx));
         Batcher { queue }
     }
 
@@ -76,19 +84,14 @@ impl Batcher {
     }
 }
 
-async fn run(
-    client: RaftServiceClient<Channel>,
-    url: String,
-    mut rx: mpsc::UnboundedReceiver<Item>,
-    stats: Arc<BatchStats>,
-) {
-    let call = Call { client, url, stats };
+async fn run(call: Call, mut rx: mpsc::UnboundedReceiver<Item>) {
     // Large requests, one call at a time and in order, beside the batches.
     let (bulk, mut large) = mpsc::unbounded_channel::<Item>();
     let lane = call.clone();
     tokio::spawn(async move {
         while let Some(item) = large.recv().await {
-            lane.call(vec![item]).await;
+            let bytes = item.request.encoded_len();
+            lane.call(vec![item], bytes).await;
         }
     });
     let mut link = Link::Closed;
@@ -128,9 +131,9 @@ async fn run(
             }
         }
         if matches!(link, Link::Unary) {
-            call.call(items).await;
+            call.call(items, bytes).await;
         } else {
-            call.exchange(&mut link, items).await;
+            call.exchange(&mut link, items, bytes).await;
         }
     }
 }
@@ -153,11 +156,13 @@ struct Call {
     client: RaftServiceClient<Channel>,
     url: String,
     stats: Arc<BatchStats>,
+    budget: Arc<Direction>,
 }
 
 impl Call {
-    /// Sends `items` in one call and answers each waiter.
-    async fn call(&self, items: Vec<Item>) {
+    /// Sends `items` (`bytes` encoded) in one call and answers each waiter.
+    async fn call(&self, items: Vec<Item>, bytes: usize) {
+        let _charged = self.budget.charge(bytes).await;
         self.count(&items);
         let (requests, waiters) = split(items);
         let replies = self.unary(pb::AppendEntriesBatchRequest { requests }).await;
@@ -172,7 +177,8 @@ impl Call {
     /// Sends `items` as one batch on the peer's stream (opened first when
     /// it is closed) and answers each waiter with its reply. A stream that
     /// fails or stalls is closed; the next batch opens another.
-    async fn exchange(&self, link: &mut Link, items: Vec<Item>) {
+    async fn exchange(&self, link: &mut Link, items: Vec<Item>, bytes: usize) {
+        let _charged = self.budget.charge(bytes).await;
         self.count(&items);
         let (requests, waiters) = split(items);
         let batch = pb::AppendEntriesBatchRequest { requests };

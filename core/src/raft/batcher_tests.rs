@@ -128,7 +128,8 @@ async fn start(serves_stream: bool, stall_first: bool) -> (Batcher, Arc<Seen>, A
     );
     let channel = tonic::transport::Endpoint::from_shared(url.clone()).expect("a url").connect_lazy();
     let stats = Arc::new(BatchStats::default());
-    (Batcher::start(RaftServiceClient::new(channel), url, stats.clone()), seen, stats)
+    let budget = super::transport_budget::TransportBudget::new(128 << 20).outbound.clone();
+    (Batcher::start(RaftServiceClient::new(channel), url, stats.clone(), budget), seen, stats)
 }
 
 fn request(group: u32) -> pb::AppendEntriesRequest {

@@ -252,7 +252,8 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
     let guard = Arc::new(DiskGuard::new(raft.wal.min_available_size, raft.wal.resume_available_size));
     guard.observe(available_bytes(&dir));
     let urls = raft.peers.iter().map(|p| (p.node_id, p.url.clone())).collect();
-    let peers = Peers::new(cluster_id.clone(), raft.node_id, urls, refusals.clone());
+    let transport = super::transport_budget::TransportBudget::new(raft.append_transport_budget);
+    let peers = Peers::new(cluster_id.clone(), raft.node_id, urls, refusals.clone(), transport.clone());
     let mut groups = Vec::with_capacity(config.group_count as usize);
     for g in 0..config.group_count {
         let (log, machine) =
@@ -281,7 +282,12 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
             configured,
             refusals.clone(),
             objects.clone(),
-            VoterLimits { shed: shed.clone(), gates: recovery_gates.clone(), disk: guard.clone() },
+            VoterLimits {
+                shed: shed.clone(),
+                gates: recovery_gates.clone(),
+                disk: guard.clone(),
+                transport: transport.inbound.clone(),
+            },
         );
         let _ = server.groups.set(groups.iter().map(|g| g.raft.clone()).collect());
         match raft.cluster_listen {

@@ -263,6 +263,12 @@ impl GroupEngine for RaftEngine {
             let stats = &peers.batch_stats;
             m.insert("raft_append_calls".into(), stats.calls.load(Ordering::Relaxed).into());
             m.insert("raft_append_requests".into(), stats.requests.load(Ordering::Relaxed).into());
+            let t = &peers.transport;
+            m.insert("raft_append_transport_budget_bytes".into(), t.capacity.into());
+            m.insert("raft_append_transport_outbound_bytes".into(), t.outbound.held().into());
+            m.insert("raft_append_transport_inbound_bytes".into(), t.inbound.held().into());
+            m.insert("raft_append_transport_outbound_waits".into(), t.outbound.waits().into());
+            m.insert("raft_append_transport_inbound_waits".into(), t.inbound.waits().into());
         }
         m
     }

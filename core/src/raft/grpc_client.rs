@@ -109,6 +109,8 @@ pub struct Peers {
     /// AppendEntries of all groups to a peer, coalesced (by peer url).
     batchers: Mutex<HashMap<String, Batcher>>,
     pub batch_stats: Arc<BatchStats>,
+    /// `raft.append_transport_budget_bytes`, both directions.
+    pub transport: Arc<super::transport_budget::TransportBudget>,
     refusals: Arc<PeerRefusals>,
     /// Peers (by url) last seen unreachable: one line of ours per change
     /// instead of openraft's line per failed RPC.
@@ -121,11 +123,12 @@ impl Peers {
         node_id: NodeId,
         urls: HashMap<NodeId, String>,
         refusals: Arc<PeerRefusals>,
+        transport: Arc<super::transport_budget::TransportBudget>,
     ) -> Arc<Peers> {
         let (channels, batchers) = (Mutex::new(HashMap::new()), Mutex::new(HashMap::new()));
         let batch_stats = Arc::default();
         let unreachable = Mutex::default();
-        Arc::new(Peers { cluster_id, node_id, urls, channels, batchers, batch_stats, refusals, unreachable })
+        Arc::new(Peers { cluster_id, node_id, urls, channels, batchers, batch_stats, transport, refusals, unreachable })
     }
 
     fn client(&self, url: &str) -> Result<RaftServiceClient<Channel>, PeerError> {
@@ -151,7 +154,8 @@ impl Peers {
         if let Some(b) = batchers.get(url) {
             return Ok(b.clone());
         }
-        let batcher = Batcher::start(self.client(url)?, url.to_string(), self.batch_stats.clone());
+        let (stats, budget) = (self.batch_stats.clone(), self.transport.outbound.clone());
+        let batcher = Batcher::start(self.client(url)?, url.to_string(), stats, budget);
         batchers.insert(url.to_string(), batcher.clone());
         Ok(batcher)
     }

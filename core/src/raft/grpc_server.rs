@@ -74,6 +74,9 @@ pub struct VoterLimits {
     pub gates: Arc<RecoveryGates>,
     /// Under WAL disk pressure this voter takes no log entries from a leader.
     pub disk: Arc<DiskGuard>,
+    /// The inbound half of `raft.append_transport_budget_bytes`: a batch is
+    /// taken once it fits, so a peer's stream waits instead of piling up.
+    pub transport: Arc<super::transport_budget::Direction>,
 }
 
 impl RaftServer {
@@ -175,6 +178,7 @@ impl RaftServer {
         batch: pb::AppendEntriesBatchRequest,
         from: Option<SocketAddr>,
     ) -> pb::AppendEntriesBatchReply {
+        let _charged = self.limits.transport.charge(prost::Message::encoded_len(&batch)).await;
         let appends = batch.requests.into_iter().map(|r| self.append_one(r, from));
         pb::AppendEntriesBatchReply { replies: futures_util::future::join_all(appends).await }
     }

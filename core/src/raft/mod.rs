@@ -59,6 +59,7 @@ mod snapshot_plan;
 mod snapshot_store;
 mod state_machine;
 mod store_health;
+mod transport_budget;
 mod types;
 mod watch;
 
