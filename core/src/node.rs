@@ -11,14 +11,12 @@ use tokio::net::TcpListener;
 use tonic::service::Routes;
 use ursula_http::{HttpOptions, PlainFrontDoor, Surface};
 
-use crate::backend::{NodeBackend, sweep_forever};
+use crate::backend::{NodeBackend, sweep_forever, sweep_interval};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{EngineConfig, NodeConfig};
 use crate::engine::{GroupEngine, MemoryEngine};
 use crate::raft;
 use crate::stream_plane::StreamPlane;
-
-const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
 
 /// Starts the node's engine, then serves on `listener` until `shutdown`
 /// resolves. The `ursula listening on` line is printed once the node can
@@ -116,6 +114,15 @@ async fn start_admin<E: GroupEngine>(
     }
 }
 
+/// `raft.deleted_data_max_age`, or its default (an hour) on a node
+/// without Raft: the expiry sweep's pace follows it.
+fn deleted_data_max_age(config: &NodeConfig) -> Duration {
+    match &config.engine {
+        EngineConfig::Raft(r) => r.deleted_data_max_age,
+        EngineConfig::Memory => Duration::from_secs(3600),
+    }
+}
+
 /// What the first start says: the mode, the config file, the planes.
 fn start_line(config: &NodeConfig, cluster_id: &str, node_id: u64) -> String {
     let version = env!("CARGO_PKG_VERSION");
@@ -155,7 +162,6 @@ async fn serve<E: GroupEngine>(
     me: Me,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let sweeper = tokio::spawn(sweep_forever(engine.clone(), SWEEP_INTERVAL));
     let cold = match &config.cold {
         Some(c) => Some(Arc::new(crate::cold::Cold::open(c.clone(), engine.group_count()).await?)),
         None => None,
@@ -163,6 +169,11 @@ async fn serve<E: GroupEngine>(
     let flusher = cold.clone().map(|c| tokio::spawn(crate::cold::flush::run(engine.clone(), c, me.node_id)));
     let store_gate = cold.as_ref().and_then(|c| engine.watch_cold(c));
     let backend = Arc::new(NodeBackend::new(engine.clone(), cold.clone(), &config.admission));
+    let sweeper = tokio::spawn(sweep_forever(
+        engine.clone(),
+        sweep_interval(deleted_data_max_age(config)),
+        backend.expiry_stats(),
+    ));
     let admin = crate::admin::Admin {
         backend: backend.clone(),
         engine,

@@ -4,7 +4,8 @@
 //! entries of busy groups included. A durable node copies such runs
 //! forward a quarter of `raft.deleted_data_max_age` after the segments
 //! turned dirty, deletes the old segments, and reads everything back,
-//! also after `kill -9`.
+//! also after `kill -9`. Expired streams leave the same way, in the
+//! background and bounded.
 
 use std::time::{Duration, Instant};
 
@@ -109,4 +110,50 @@ async fn a_quiet_groups_entries_are_copied_forward_and_the_old_segments_deleted(
     let reopened = metrics(&node).await;
     assert!(count(&reopened, "wal_segments") <= 5, "{reopened}");
     assert!(count(&reopened, "wal_recovery_records") > 0 && count(&reopened, "wal_recovery_bytes") > 0, "{reopened}");
+}
+
+/// spec/35 "Deleted data": the group's leader removes expired streams in
+/// the background with bounded `ExpireStreams` entries (256 streams each)
+/// every quarter of `raft.deleted_data_max_age` here, and writes none
+/// while nothing expired.
+#[tokio::test]
+async fn expired_streams_leave_in_bounded_entries_and_a_quiet_group_gets_none() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("ursula.toml");
+    let text = format!(
+        "[raft]\ngroup_count = 1\ninstall_snapshot_timeout = \"1s\"\ndeleted_data_max_age = \"8s\"\n\
+         [raft.wal]\npath = {:?}\n",
+        dir.path().join("wal")
+    );
+    std::fs::write(&path, text).expect("config");
+    let args: Vec<String> = ["server", "--listen", "127.0.0.1:0", "--config"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([path.display().to_string()])
+        .collect();
+    let node = Node::spawn(&args, None);
+    node.create("/ttl-test/kept", TEXT).await;
+    for i in 0..300 {
+        node.put(&format!("/ttl-test/s{i}")).content_type(TEXT).header("stream-ttl", "1").send().await.expect(201);
+    }
+    let started = Instant::now();
+    let m = loop {
+        let m = metrics(&node).await;
+        if count(&m, "ttl_expiry_swept_streams") == 300 {
+            break m;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "the expired streams stay: {m}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    eprintln!("ttl sweep: 300 streams removed {:?} after their creates", started.elapsed());
+    assert!(count(&m, "ttl_expiry_sweeps") >= 2, "256 streams per entry at most: {m}");
+    assert_eq!(count(&m, "ttl_expiry_sweep_due_groups"), 0);
+    assert_eq!(count(&m, "streams"), 1, "{m}");
+    assert_eq!(node.read_all("/ttl-test/kept").await.text(), "");
+    // Nothing left to expire: two more passes write no entry.
+    let before = applied(&m)[0];
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let later = metrics(&node).await;
+    assert_eq!(count(&later, "ttl_expiry_sweeps"), count(&m, "ttl_expiry_sweeps"), "{later}");
+    assert_eq!(applied(&later)[0], before, "a pass with nothing expired writes nothing");
 }

@@ -28,7 +28,7 @@ use ursula_stream::{
     StreamKey, StreamStore,
 };
 
-pub use housekeeping::sweep_forever;
+pub use housekeeping::{sweep_forever, sweep_interval};
 
 use crate::cold::Cold;
 use crate::engine::{EngineError, GroupEngine, Leadership, Waited};
@@ -43,6 +43,8 @@ pub struct NodeBackend<E> {
     /// Appends and reads served, whichever plane they came by.
     served: Arc<Served>,
     admission: Arc<admission::Admission>,
+    /// What the background removal of expired streams did.
+    pub(crate) expiry: Arc<housekeeping::ExpiryStats>,
 }
 
 /// `appends_accepted` and `reads` of `/__ursula/metrics`.
@@ -60,6 +62,7 @@ impl<E> Clone for NodeBackend<E> {
             live_readers: self.live_readers.clone(),
             served: self.served.clone(),
             admission: self.admission.clone(),
+            expiry: self.expiry.clone(),
         }
     }
 }
@@ -83,7 +86,13 @@ impl Drop for Waiting {
 impl<E: GroupEngine> NodeBackend<E> {
     pub fn new(engine: Arc<E>, cold: Option<Arc<Cold>>, limits: &crate::config::Admission) -> NodeBackend<E> {
         let admission = admission::Admission::new(engine.group_count(), limits);
-        NodeBackend { engine, cold, live_readers: Arc::default(), served: Arc::default(), admission }
+        let (live_readers, served, expiry) = (Arc::default(), Arc::default(), Arc::default());
+        NodeBackend { engine, cold, live_readers, served, admission, expiry }
+    }
+
+    /// What the sweep of expired streams (`sweep_forever`) reports into.
+    pub fn expiry_stats(&self) -> Arc<housekeeping::ExpiryStats> {
+        self.expiry.clone()
     }
 
     /// Refuses a write before anything is proposed when its group's

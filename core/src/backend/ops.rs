@@ -35,6 +35,7 @@ impl<E: GroupEngine> Operations for NodeBackend<E> {
         m.count("raft_apply_ns", apply_ns);
         m.count("live_readers", self.live_readers());
         self.admission.metrics(&mut m);
+        self.expiry.metrics(&mut m);
         m.text("process_incarnation", crate::process::process_incarnation());
         m
     }

@@ -33,9 +33,12 @@ fn touched(command: &Command) -> Option<&StreamKey> {
         Command::ReferenceSource(_) | Command::ReleaseSource(_) => None,
         // Moving bytes to the cold tier changes nothing a reader waits for.
         // A purge or an import wakes every reader (below): they touch many streams.
-        Command::Renew(_) | Command::Sweep | Command::CommitCold(_) | Command::PurgeBucket(_) | Command::Import(_) => {
-            None
-        }
+        Command::Renew(_)
+        | Command::Sweep
+        | Command::ExpireStreams(_)
+        | Command::CommitCold(_)
+        | Command::PurgeBucket(_)
+        | Command::Import(_) => None,
     }
 }
 

@@ -31,7 +31,8 @@ pub enum Command {
     PublishSnapshot(PublishSnapshot),
     AdvanceRetention(AdvanceRetention),
     Renew(RenewStream),
-    /// Removes every stream whose lifetime ended.
+    /// Removes every stream whose lifetime ended (before `ExpireStreams`;
+    /// kept so that logs that hold it still apply).
     Sweep,
     /// Publishes ranges uploaded to the cold tier and drops them from memory.
     CommitCold(crate::cold::CommitCold),
@@ -47,6 +48,14 @@ pub enum Command {
     CreateFork(crate::fork::CreateFork),
     /// Drops a fork's reference on its source.
     ReleaseSource(crate::fork::ReleaseSource),
+    /// Removes up to `max` streams that expired a second or more before
+    /// the proposer's clock, earliest expiry first (spec/35 "Deleted data").
+    ExpireStreams(ExpireStreams),
+}
+
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExpireStreams {
+    pub max: u32,
 }
 
 /// `POST /__ursula/backup/group/{group}/import`, one replicated write.

@@ -11,6 +11,7 @@
 
 mod append;
 mod create;
+mod expiry;
 mod fork;
 mod history;
 mod legacy;
@@ -334,6 +335,7 @@ impl StreamStore {
                 Outcome::Sweep { removed: before - self.len(), released }
             }
             Command::Import(cmd) => Outcome::Import(self.import(cmd)),
+            Command::ExpireStreams(cmd) => self.expire(cmd.max, ctx),
         }
     }
 
@@ -498,6 +500,8 @@ fn records_in(body: &Body) -> u64 {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_expiry;
 #[cfg(test)]
 mod tests_ext;
 #[cfg(test)]
