@@ -11,7 +11,7 @@ const S: &str = "/durable/log";
 const TEXT: &str = "text/plain";
 
 /// Args of a node on the WAL in `dir`, with `extra` TOML appended.
-fn args_for(dir: &Path, extra: &str) -> Vec<String> {
+pub(crate) fn args_for(dir: &Path, extra: &str) -> Vec<String> {
     let config = dir.join("ursula.toml");
     let text = format!("[raft.wal]\npath = {:?}\n{extra}", dir.join("wal"));
     std::fs::write(&config, text).expect("writing the config");

@@ -11,23 +11,16 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::durability::args_for;
 use crate::support::Node;
 
 const TEXT: &str = "text/plain";
 
+/// A durable node on small segments and a short `raft.deleted_data_max_age`.
 fn config(dir: &std::path::Path) -> Vec<String> {
-    let path = dir.join("ursula.toml");
-    let text = format!(
-        "[raft]\ngroup_count = 2\ninstall_snapshot_timeout = \"1s\"\ndeleted_data_max_age = \"8s\"\n\
-         snapshot_log_budget = \"64KiB\"\n[raft.wal]\npath = {:?}\nsegment_size = \"64KiB\"\n",
-        dir.join("wal")
-    );
-    std::fs::write(&path, text).expect("config");
-    ["server", "--listen", "127.0.0.1:0", "--config"]
-        .iter()
-        .map(|s| s.to_string())
-        .chain([path.display().to_string()])
-        .collect()
+    let extra = "segment_size = \"64KiB\"\n[raft]\ngroup_count = 2\ninstall_snapshot_timeout = \"1s\"\n\
+                 deleted_data_max_age = \"8s\"\nsnapshot_log_budget = \"64KiB\"\n";
+    args_for(dir, extra)
 }
 
 async fn metrics(node: &Node) -> Value {
@@ -119,18 +112,8 @@ async fn a_quiet_groups_entries_are_copied_forward_and_the_old_segments_deleted(
 #[tokio::test]
 async fn expired_streams_leave_in_bounded_entries_and_a_quiet_group_gets_none() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("ursula.toml");
-    let text = format!(
-        "[raft]\ngroup_count = 1\ninstall_snapshot_timeout = \"1s\"\ndeleted_data_max_age = \"8s\"\n\
-         [raft.wal]\npath = {:?}\n",
-        dir.path().join("wal")
-    );
-    std::fs::write(&path, text).expect("config");
-    let args: Vec<String> = ["server", "--listen", "127.0.0.1:0", "--config"]
-        .iter()
-        .map(|s| s.to_string())
-        .chain([path.display().to_string()])
-        .collect();
+    let extra = "[raft]\ngroup_count = 1\ninstall_snapshot_timeout = \"1s\"\ndeleted_data_max_age = \"8s\"\n";
+    let args = args_for(dir.path(), extra);
     let node = Node::spawn(&args, None);
     node.create("/ttl-test/kept", TEXT).await;
     for i in 0..300 {
