@@ -176,6 +176,12 @@ const COUNTERS: &[(&str, &str)] = &[
     ("ursula.raft_apply.ns", "raft_apply_ns"),
     ("ursula.wal.records", "wal_frames_written"),
     ("ursula.wal.fsyncs", "wal_fsyncs"),
+    ("ursula.wal.rotations", "wal_rotations"),
+    ("ursula.wal.reclaims", "wal_reclaims"),
+    ("ursula.wal.reclaimed_bytes", "wal_reclaimed_bytes"),
+    ("ursula.wal.rewritten_bytes", "wal_rewritten_bytes"),
+    ("ursula.ttl_expiry.sweeps", "ttl_expiry_sweeps"),
+    ("ursula.ttl_expiry.swept_streams", "ttl_expiry_swept_streams"),
     ("ursula.cold.flushed_bytes", "cold_bytes_flushed"),
     ("ursula.cold.fetches", "cold_fetches"),
     ("ursula.raft.peer_cluster_refusals", "raft_grpc_peer_cluster_refusals"),
@@ -204,13 +210,42 @@ const GAUGES: &[(&str, &str)] = &[
     ("ursula.live_readers", "live_readers"),
     ("ursula.hot_bytes", "hot_bytes"),
     ("ursula.wal.physical_bytes", "wal_physical_bytes"),
+    ("ursula.wal.segments", "wal_segments"),
+    ("ursula.wal.dirty_segments", "wal_dirty_segments"),
+    ("ursula.wal.lagging_groups", "wal_lagging_groups"),
     ("ursula.raft.leaderships", "raft_leaderships"),
     ("ursula.gateway.cache_bytes", "immutable_cache_bytes"),
     ("ursula.gateway.upstreams_ejected", "upstream_ejected"),
 ];
 
+/// Gauges counting the groups a figure lists: (instrument, field).
+const LISTED: &[(&str, &str)] =
+    &[("ursula.raft.apply_stopped", "apply_stopped_groups"), ("ursula.raft.recovery_gates", "recovery_gates")];
+
 fn register_instruments(meter: &Meter) {
     let figures = Figures::default();
+    for &(name, field) in LISTED {
+        let f = figures.clone();
+        meter
+            .u64_observable_gauge(name)
+            .with_callback(move |o| {
+                if let Some(Value::Array(groups)) = f.now().get(field) {
+                    o.observe(groups.len() as u64, &[]);
+                }
+            })
+            .build();
+    }
+    // spec/35: 1 while groups of this node wait at their recovery gate after
+    // a start that may have lost the journal's unsynced tail.
+    let f = figures.clone();
+    meter
+        .u64_observable_gauge("ursula.wal.recovering")
+        .with_callback(move |o| {
+            if let Some(Value::Array(gated)) = f.now().get("recovery_gates") {
+                o.observe(u64::from(!gated.is_empty()), &[]);
+            }
+        })
+        .build();
     for &(name, field) in COUNTERS {
         meter.u64_observable_counter(name).with_callback(figure(&figures, field)).build();
     }

@@ -90,6 +90,16 @@ pub enum Verb {
         #[arg(long, default_value_t = 120, value_name = "SECS")]
         timeout_secs: u64,
     },
+    /// The same observation of the voters left after one known voter is gone; prints JSON scoped as a surviving quorum.
+    VerifySurvivors {
+        /// The one unavailable voter, kept in the manifest and left out of the observation.
+        #[arg(long, value_name = "ID")]
+        excluded_node_id: u64,
+        #[arg(long, value_name = "N")]
+        expected_groups: usize,
+        #[arg(long, default_value_t = 120, value_name = "SECS")]
+        timeout_secs: u64,
+    },
     /// Erase a bucket from every group and from the cold store, with a proof of erasure (JSON report).
     PurgeBucket {
         /// The bucket to erase for good: later creates and appends in it answer 404 BUCKET_ERASED.

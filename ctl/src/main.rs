@@ -47,6 +47,9 @@ async fn run(cli: Cli) -> Result<()> {
         Verb::VerifyQuorum { expected_groups, timeout_secs } => {
             verbs::quorum::run(&cluster, expected_groups, secs(timeout_secs)).await
         }
+        Verb::VerifySurvivors { excluded_node_id, expected_groups, timeout_secs } => {
+            verbs::quorum::survivors(&cluster, excluded_node_id, expected_groups, secs(timeout_secs)).await
+        }
         Verb::PinIncarnations { replace_node } => verbs::pin::run(&cluster, replace_node).await,
         Verb::BackupCreate { location, created_unix_ms } => {
             verbs::backup::create(&cluster, &location, created_unix_ms).await

@@ -32,6 +32,8 @@ pub struct GroupMetrics {
     pub last_applied_index: u64,
     #[serde(default)]
     pub voters: Vec<u64>,
+    #[serde(default)]
+    pub learners: Vec<u64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -203,6 +203,7 @@ mod tests {
                     committed_index: Some(*committed),
                     last_applied_index: *applied,
                     voters: vec![1, 2, 3],
+                    learners: vec![],
                 })
                 .collect(),
             leadership_shed: Some(shed.into()),

@@ -344,6 +344,17 @@ async fn the_verbs_report_gate_and_refuse_with_their_exit_codes() {
     assert!(failed(&out, 2, "verify-cluster").contains("node 3: no metrics"));
     let out = ctl(&["wait", "--config", &m, "--node", "3", "--stall-timeout-secs", "2"]).await;
     assert!(failed(&out, 2, "wait").contains("no catch-up progress"));
+    // The two left are a quorum: verify-survivors proves it, and says what it proves.
+    let args = ["verify-survivors", "--config", &m, "--excluded-node-id", "3", "--expected-groups", "4"];
+    let survivors: Value =
+        serde_json::from_str(&succeeded(&ctl(&args).await, "verify-survivors")).expect("verify-survivors JSON");
+    assert_eq!(survivors["scope"], "surviving_quorum", "{survivors}");
+    assert_eq!(survivors["full_redundancy_restored"], false, "{survivors}");
+    assert_eq!(survivors["configured_voters"], serde_json::json!([1, 2, 3]), "{survivors}");
+    assert_eq!(survivors["observed_voters"], serde_json::json!([1, 2]), "{survivors}");
+    assert_eq!(survivors["groups"].as_array().map(Vec::len), Some(4), "{survivors}");
+    let out = ctl(&["verify-survivors", "--config", &m, "--excluded-node-id", "9", "--expected-groups", "4"]).await;
+    assert!(failed(&out, 1, "an unknown exclusion").contains("not a voter"));
     nodes[2] = Some(layout.start(2));
     succeeded(&ctl(&["wait", "--config", &m, "--node", "3"]).await, "wait after the restart");
     let out = ctl(&["undrain", "--config", &pinned_path, "--node", "3"]).await;

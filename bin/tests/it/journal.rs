@@ -132,6 +132,8 @@ async fn expired_streams_leave_in_bounded_entries_and_a_quiet_group_gets_none() 
     assert!(count(&m, "ttl_expiry_sweeps") >= 2, "256 streams per entry at most: {m}");
     assert_eq!(count(&m, "ttl_expiry_sweep_due_groups"), 0);
     assert_eq!(count(&m, "streams"), 1, "{m}");
+    assert_eq!(m["group_state_gauges"][0]["streams"], 1, "{m}");
+    assert_eq!(m["group_state_gauges"][0]["group"], 0, "{m}");
     assert_eq!(node.read_all("/ttl-test/kept").await.text(), "");
     // Nothing left to expire: two more passes write no entry.
     let before = applied(&m)[0];

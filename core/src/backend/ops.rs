@@ -13,12 +13,15 @@ impl<E: GroupEngine> Operations for NodeBackend<E> {
     async fn metrics(&self) -> Metrics {
         let groups = self.engine.group_count();
         let (mut streams, mut mutations, mut apply_ns) = (0u64, 0u64, 0u64);
+        let mut gauges = Vec::with_capacity(groups as usize);
         for g in 0..groups {
             let Ok(state) = self.engine.state(GroupId(g)) else { continue };
             let state = crate::engine::group_state::lock(state);
-            streams += state.store.len() as u64;
+            let held = state.store.gauges();
+            streams += held.streams;
             mutations += state.mutations_applied;
             apply_ns += state.apply_ns;
+            gauges.push((g, held));
         }
         let mut fields = self.engine.metrics();
         if let Some(cold) = &self.cold {
@@ -28,6 +31,13 @@ impl<E: GroupEngine> Operations for NodeBackend<E> {
         m.text("engine", self.engine.name());
         m.count("group_count", u64::from(groups));
         m.count("streams", streams);
+        // spec/35 "Memory": what each group's replicated state holds.
+        let per_group = gauges.into_iter().map(|(group, held)| {
+            let mut line = serde_json::to_value(held).unwrap_or_default();
+            line["group"] = group.into();
+            line
+        });
+        m.detail("group_state_gauges", serde_json::Value::Array(per_group.collect()));
         m.count("node_id", self.engine.node_id());
         m.count("mutations_applied", mutations);
         m.count("appends_accepted", self.served.appends.load(std::sync::atomic::Ordering::Relaxed));

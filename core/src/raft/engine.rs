@@ -189,6 +189,7 @@ impl GroupEngine for RaftEngine {
             .enumerate()
             .map(|(i, g)| {
                 let m = g.raft.metrics().borrow_watched().clone();
+                let log = g.log.figures();
                 let membership = m.membership_config.membership();
                 let voters: Vec<u64> = membership.voter_ids().collect();
                 let learners: Vec<u64> = membership.learner_ids().collect();
@@ -211,6 +212,12 @@ impl GroupEngine for RaftEngine {
                     "snapshot_index": g.shared.snapshot_index.load(Ordering::Relaxed),
                     "purged_index": m.purged.map(|p| p.index),
                     "log_bytes_since_snapshot": g.log.bytes_since_purge(),
+                    // spec/37: the group's log cache and journal index.
+                    "wal_cache_bytes": log.cache_bytes,
+                    "wal_indexed_entries": log.indexed_entries,
+                    "wal_cache_hits": log.cache_hits,
+                    "wal_cache_misses": log.cache_misses,
+                    "wal_disk_read_bytes": log.disk_read_bytes,
                 })
             })
             .collect();
@@ -235,6 +242,16 @@ impl GroupEngine for RaftEngine {
         m.insert("wal_batches_written".into(), wal.batches_written.into());
         m.insert("wal_fsyncs".into(), wal.fsyncs.into());
         m.insert("wal_rotations".into(), wal.rotations.into());
+        // The node's reads of its groups' logs: from the cache, or from disk.
+        let reads = self
+            .groups
+            .iter()
+            .map(|g| g.log.figures())
+            .fold((0u64, 0u64, 0u64), |(h, m, b), f| (h + f.cache_hits, m + f.cache_misses, b + f.disk_read_bytes));
+        m.insert("wal_cache_hits".into(), reads.0.into());
+        m.insert("wal_cache_misses".into(), reads.1.into());
+        m.insert("wal_disk_reads".into(), reads.1.into());
+        m.insert("wal_disk_read_bytes".into(), reads.2.into());
         m.insert("wal_reclaims".into(), wal.reclaimed_segments.into());
         m.insert("wal_reclaimed_bytes".into(), wal.reclaimed_bytes.into());
         m.insert("wal_reclaim_ns".into(), wal.reclaim_ns.into());

@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use std::io;
@@ -46,6 +47,29 @@ pub struct GroupLog {
     group: u32,
     wal: Wal,
     inner: Arc<Mutex<LogInner>>,
+    reads: Arc<LogReads>,
+}
+
+/// Where the entries replication and apply read came from (spec/37's
+/// `wal_cache_hits`, `wal_cache_misses`, `wal_disk_reads`, `wal_disk_read_bytes`).
+#[derive(Default)]
+pub struct LogReads {
+    pub cache_hits: AtomicU64,
+    pub cache_misses: AtomicU64,
+    pub disk_read_bytes: AtomicU64,
+}
+
+/// A group's log as `/__ursula/metrics` reports it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogFigures {
+    pub cache_hits: u64,
+    /// Entries read from the journal; each is one disk read.
+    pub cache_misses: u64,
+    pub disk_read_bytes: u64,
+    /// Encoded bytes of the entries in the cache.
+    pub cache_bytes: u64,
+    /// Live entries of the group's log (in the journal's index).
+    pub indexed_entries: u64,
 }
 
 /// A storage failure as openraft takes it: what was being done, and why.
@@ -101,7 +125,7 @@ impl GroupLog {
                 inner.durable = Some(last);
             }
         }
-        Ok(GroupLog { group, wal, inner: Arc::new(Mutex::new(inner)) })
+        Ok(GroupLog { group, wal, inner: Arc::new(Mutex::new(inner)), reads: Arc::default() })
     }
 
     fn lock(&self) -> MutexGuard<'_, LogInner> {
@@ -113,6 +137,18 @@ impl GroupLog {
         self.lock().bytes_since_purge
     }
 
+    pub fn figures(&self) -> LogFigures {
+        let inner = self.lock();
+        let indexed = inner.last_log_id.map_or(0, |last| (last.index + 1).saturating_sub(inner.start));
+        LogFigures {
+            cache_hits: self.reads.cache_hits.load(Ordering::Relaxed),
+            cache_misses: self.reads.cache_misses.load(Ordering::Relaxed),
+            disk_read_bytes: self.reads.disk_read_bytes.load(Ordering::Relaxed),
+            cache_bytes: inner.cached_bytes as u64,
+            indexed_entries: indexed,
+        }
+    }
+
     /// Entry `index` from the journal, with its encoded size.
     fn read_from_disk(&self, index: u64) -> Result<(Entry, usize), io::Error> {
         let doing = format!("reading log entry {index}");
@@ -121,6 +157,8 @@ impl GroupLog {
             .read(self.group, index)
             .map_err(|e| io_err(&doing, &e))?
             .ok_or_else(|| io_err(&doing, &"the entry is missing from the WAL"))?;
+        self.reads.cache_misses.fetch_add(1, Ordering::Relaxed);
+        self.reads.disk_read_bytes.fetch_add(raw.len() as u64, Ordering::Relaxed);
         let entry = codec::decode_entry(&raw).map_err(|e| io_err(&doing, &e))?;
         Ok((entry, raw.len()))
     }
@@ -249,7 +287,9 @@ impl GroupLog {
             }
             out.push(entry);
         }
+        let before = out.len();
         out.extend(cached.into_iter().take_while(|(_, size)| budget.take(*size)).map(|(e, _)| e));
+        self.reads.cache_hits.fetch_add((out.len() - before) as u64, Ordering::Relaxed);
         Ok(out)
     }
 }
@@ -496,6 +536,26 @@ mod tests {
         assert_eq!(count(log.read_entries(4..11, 0)), 1, "the first entry always comes");
         assert_eq!(count(log.read_entries(1..11, usize::MAX)), 10);
         assert_eq!(log.limited_get_log_entries(1, 11).await.expect("a read").len(), 10, "small entries fit");
+        wal.close().expect("closing the WAL");
+    }
+
+    /// spec/37's read counters: entries from the cache are hits, entries
+    /// read back from the journal misses (one disk read each, with bytes).
+    #[tokio::test]
+    async fn reads_count_cache_hits_and_disk_reads() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let options = WalOptions { dir: dir.path().to_path_buf(), fsync: Fsync::Never, segment_size: MIN_SEGMENT_SIZE };
+        let (wal, _) = Wal::open(options).expect("a fresh WAL");
+        // A cache of one entry's size: the older entries are read from disk.
+        let mut log = GroupLog::recover(0, wal.clone(), None, 1).expect("an empty log");
+        append(&mut log, (1..=3).map(|i| entry(1, i)).collect()).await.expect("the writer").expect("the write");
+        assert_eq!(log.figures().indexed_entries, 3);
+        let before = log.figures();
+        assert_eq!(terms(&mut log, 1..4).await.expect("a read"), [1, 1, 1]);
+        let after = log.figures();
+        let (hits, misses) = (after.cache_hits - before.cache_hits, after.cache_misses - before.cache_misses);
+        assert_eq!(hits + misses, 3, "{after:?}");
+        assert!(misses >= 2 && after.disk_read_bytes > 0, "{after:?}");
         wal.close().expect("closing the WAL");
     }
 }

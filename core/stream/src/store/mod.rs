@@ -13,11 +13,13 @@ mod append;
 mod create;
 mod expiry;
 mod fork;
+mod gauges;
 mod history;
 mod legacy;
 mod read;
 mod snapshot;
 
+pub use gauges::StateGauges;
 pub use history::{ImportTarget, Imported, Rewrite};
 pub use legacy::{LegacyStreamStore, StoreWithoutFences, StoreWithoutForks, StoreWithoutRewrites};
 

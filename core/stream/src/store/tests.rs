@@ -271,6 +271,22 @@ fn producer_retries_are_deduplicated_with_their_receipt() {
     assert_eq!(h.read_all("s"), "abc");
 }
 
+/// `group_state_gauges` (spec/35 "Memory"): what the group holds.
+#[test]
+fn state_gauges_count_streams_buckets_producers_and_hot_bytes() {
+    let mut h = Harness::new();
+    assert_eq!(h.store.gauges(), StateGauges::default());
+    h.create("s", "text/plain").expect("created");
+    h.create("t", "text/plain").expect("created");
+    let mut write = Harness::append_cmd("s", Some("text/plain"), "hello");
+    write.producer = producer(0, 0);
+    h.append(write).expect("appended");
+    h.append(Harness::append_cmd("t", Some("text/plain"), "abc")).expect("appended");
+    let g = h.store.gauges();
+    assert_eq!((g.streams, g.buckets, g.producers, g.soft_deleted_streams), (2, 1, 1, 0), "{g:?}");
+    assert_eq!(g.hot_bytes, 8);
+}
+
 #[test]
 fn a_producer_repeat_of_the_closing_write_succeeds_on_a_closed_stream() {
     let mut h = Harness::new();
