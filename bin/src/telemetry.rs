@@ -219,8 +219,7 @@ const GAUGES: &[(&str, &str)] = &[
 ];
 
 /// Gauges counting the groups a figure lists: (instrument, field).
-const LISTED: &[(&str, &str)] =
-    &[("ursula.raft.apply_stopped", "apply_stopped_groups"), ("ursula.raft.recovery_gates", "recovery_gates")];
+const LISTED: &[(&str, &str)] = &[("ursula.raft.apply_stopped", "apply_stopped_groups")];
 
 fn register_instruments(meter: &Meter) {
     let figures = Figures::default();
@@ -235,14 +234,27 @@ fn register_instruments(meter: &Meter) {
             })
             .build();
     }
-    // spec/35: 1 while groups of this node wait at their recovery gate after
-    // a start that may have lost the journal's unsynced tail.
+    // spec/35: the groups at their recovery gate, closed and stalled, and 1
+    // while any is closed after a start that may have lost the unsynced tail.
+    let gates = |m: &Metrics, status: &str| m.get("recovery_gates")?.get(status)?.as_array().map(|g| g.len() as u64);
+    let f = figures.clone();
+    meter
+        .u64_observable_gauge("ursula.raft.recovery_gates")
+        .with_callback(move |o| {
+            let now = f.now();
+            for status in ["closed", "stalled"] {
+                if let Some(n) = gates(&now, status) {
+                    o.observe(n, &[KeyValue::new("status", status)]);
+                }
+            }
+        })
+        .build();
     let f = figures.clone();
     meter
         .u64_observable_gauge("ursula.wal.recovering")
         .with_callback(move |o| {
-            if let Some(Value::Array(gated)) = f.now().get("recovery_gates") {
-                o.observe(u64::from(!gated.is_empty()), &[]);
+            if let Some(closed) = gates(&f.now(), "closed") {
+                o.observe(u64::from(closed > 0), &[]);
             }
         })
         .build();

@@ -15,8 +15,22 @@ pub struct NodeMetrics {
     #[serde(default)]
     pub raft_maintenance: Option<Maintenance>,
     /// Groups waiting at this node's crash-recovery gate (spec/35).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "closed_gates")]
     pub recovery_gates: Vec<u32>,
+}
+
+/// `recovery_gates` is `{"closed": [...], "stalled": [...]}`; a node of an
+/// earlier build sent the closed groups as a bare list.
+fn closed_gates<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<u32>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Gates {
+        Closed(Vec<u32>),
+        Report { closed: Vec<u32> },
+    }
+    Ok(match Gates::deserialize(d)? {
+        Gates::Closed(closed) | Gates::Report { closed } => closed,
+    })
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -418,7 +418,7 @@ async fn a_voter_that_may_have_lost_its_tail_waits_at_its_recovery_gates() {
     let m = metrics(third).await;
     assert_eq!(m["wal_recovery"]["prior_run"], "running", "{m}");
     assert_eq!(m["wal_recovery"]["lost_tail_possible"], false, "{m}");
-    assert_eq!(m["recovery_gates"], serde_json::json!([]), "{m}");
+    assert_eq!(m["recovery_gates"]["closed"], serde_json::json!([]), "{m}");
 
     // Node 3 loses its run state; node 2 dies too, so node 1 alone would
     // need node 3's vote in the groups node 2 led.
@@ -447,7 +447,7 @@ async fn a_voter_that_may_have_lost_its_tail_waits_at_its_recovery_gates() {
     // keep its quorum); those node 2 led wait. Several election timeouts
     // pass: node 1 gets no vote from node 3 there, so it is not elected.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let still: Vec<u64> = metrics(third).await["recovery_gates"]
+    let still: Vec<u64> = metrics(third).await["recovery_gates"]["closed"]
         .as_array()
         .expect("gates")
         .iter()
@@ -459,12 +459,30 @@ async fn a_voter_that_may_have_lost_its_tail_waits_at_its_recovery_gates() {
         let leader = &first["raft_groups"][*g as usize]["current_leader"];
         assert_ne!(*leader, 1, "node 1 was elected in group {g} with a gated replica's vote: {first}");
     }
+    // spec/35: after 30 s without a barrier and without applying anything,
+    // node 3 reports those groups stalled, on its readiness and its metrics.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let stalled = loop {
+        let ready = third.get("/__ursula/ready").send().await;
+        if ready.status == 503 && ready.json()["reason"] == "recovery_stalled" {
+            break ready.json();
+        }
+        assert!(Instant::now() < deadline, "no group was reported stalled: {}", ready.text());
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let stalled_groups = stalled["recovery_stalled_groups"].as_array().expect("stalled groups").clone();
+    assert!(!stalled_groups.is_empty(), "{stalled}");
+    assert!(stalled_groups.iter().all(|g| g.as_u64().is_some_and(|g| still.contains(&g))), "{stalled}");
+    // More may stall between the two reads.
+    let in_metrics = metrics(third).await["recovery_gates"]["stalled"].as_array().expect("stalled").clone();
+    assert!(stalled_groups.iter().all(|g| in_metrics.contains(g)), "{in_metrics:?} lacks some of {stalled}");
 
     // Node 2 returns: a leader is elected, its barrier opens node 3's gates.
     nodes[1] = Some(cluster.start(1));
     wait_ready(nodes[2].as_ref().expect("node 3")).await;
     let third = nodes[2].as_ref().expect("node 3");
-    assert_eq!(metrics(third).await["recovery_gates"], serde_json::json!([]));
+    let opened = metrics(third).await;
+    assert_eq!(opened["recovery_gates"], serde_json::json!({ "closed": [], "stalled": [] }), "{opened}");
     converges(third, &expected).await;
     append(&nodes, 20).await;
     expected.push_str(&record(20));

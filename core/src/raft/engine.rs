@@ -270,7 +270,7 @@ impl GroupEngine for RaftEngine {
         self.refusals.metrics(&mut m);
         self.log_pressure.metrics(&mut m);
         self.store_health_metrics(&mut m);
-        m.insert("recovery_gates".into(), json!(self.recovery_gates.closed_groups()));
+        m.insert("recovery_gates".into(), self.recovery_gates.metrics());
         m.insert("wal_recovery".into(), self.recovery_gates.report());
         m.insert("snapshot_backend".into(), if self.objects.is_some() { "s3" } else { "inline" }.into());
         if let Some(objects) = &self.objects {
@@ -403,7 +403,8 @@ impl GroupEngine for RaftEngine {
         let mut m = Map::new();
         m.insert("peer_cluster_mismatches".into(), self.refusals.mismatches());
         self.store_health_metrics(&mut m);
-        m.insert("recovery_gates".into(), json!(self.recovery_gates.closed_groups()));
+        m.insert("recovery_gates".into(), self.recovery_gates.metrics());
+        m.insert("recovery_stalled_groups".into(), json!(self.recovery_gates.stalled_groups()));
         m
     }
 
@@ -418,6 +419,8 @@ impl GroupEngine for RaftEngine {
     fn unready_reason(&self) -> Option<&'static str> {
         if self.guard.under_pressure() {
             Some("wal_disk_pressure")
+        } else if !self.recovery_gates.stalled_groups().is_empty() {
+            Some("recovery_stalled")
         } else if self.recovery_gates.any_closed() {
             Some("recovery_gate_closed")
         } else if !self.all_led() || self.not_a_voter_somewhere() {

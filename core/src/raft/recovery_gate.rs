@@ -27,6 +27,30 @@ const RUN_STATE: &str = "run-state";
 const RETRY: Duration = Duration::from_millis(200);
 /// How long a gated replica waits to apply up to the barrier.
 const APPLY_WAIT: Duration = Duration::from_secs(5);
+/// A gated group that applied nothing for this long, and got no barrier,
+/// reports itself stalled (spec/35): only an operator's plan opens it.
+pub const STALL_AFTER: Duration = Duration::from_secs(30);
+
+/// Whether a gated group stalls: it applied nothing for `STALL_AFTER`.
+#[derive(Debug, Clone, Copy)]
+pub struct StallClock {
+    applied: u64,
+    since: std::time::Instant,
+}
+
+impl StallClock {
+    pub fn new(applied: u64, now: std::time::Instant) -> StallClock {
+        StallClock { applied, since: now }
+    }
+
+    /// Takes the group's applied index now; true while it is stalled.
+    pub fn observe(&mut self, applied: u64, now: std::time::Instant) -> bool {
+        if applied != self.applied {
+            *self = StallClock::new(applied, now);
+        }
+        now.saturating_duration_since(self.since) >= STALL_AFTER
+    }
+}
 
 /// What the run state file said at start.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,6 +123,8 @@ pub fn write_run_state(dir: &Path, clean: bool) -> std::io::Result<()> {
 /// The groups gated on this node, and why.
 pub struct RecoveryGates {
     closed: Vec<AtomicBool>,
+    /// Closed gates whose group applied nothing for `STALL_AFTER`.
+    stalled: Vec<AtomicBool>,
     prior: PriorRun,
     reason: Option<&'static str>,
     /// Held from reading the gated set to its WAL write, so that an older
@@ -109,7 +135,40 @@ pub struct RecoveryGates {
 impl RecoveryGates {
     pub fn new(groups: u32, prior: PriorRun, reason: Option<&'static str>, kept: &[u32]) -> RecoveryGates {
         let closed = (0..groups).map(|g| AtomicBool::new(reason.is_some() || kept.contains(&g))).collect();
-        RecoveryGates { closed, prior, reason, persisting: tokio::sync::Mutex::new(()) }
+        let stalled = (0..groups).map(|_| AtomicBool::new(false)).collect();
+        RecoveryGates { closed, stalled, prior, reason, persisting: tokio::sync::Mutex::new(()) }
+    }
+
+    pub fn stalled_groups(&self) -> Vec<u32> {
+        (0..self.stalled.len() as u32).filter(|g| self.is_closed(*g) && self.is_stalled(*g)).collect()
+    }
+
+    fn is_stalled(&self, group: u32) -> bool {
+        self.stalled.get(group as usize).is_some_and(|s| s.load(Ordering::SeqCst))
+    }
+
+    /// Marks a closed gate stalled or not; says so once when it changes.
+    fn set_stalled(&self, group: u32, stalled: bool) {
+        let Some(flag) = self.stalled.get(group as usize) else { return };
+        if flag.swap(stalled, Ordering::SeqCst) != stalled {
+            if stalled {
+                tracing::error!(
+                    group,
+                    "recovery gate stalled: the replica applied nothing for {}s and got no leader barrier; \
+                     writes its voters acknowledged after their last fsync may be lost, and only an operator's \
+                     recovery plan (ursulactl recover-group) can accept that",
+                    STALL_AFTER.as_secs()
+                );
+            } else {
+                tracing::info!(group, "recovery gate no longer stalled: the replica applies again");
+            }
+        }
+    }
+
+    /// `recovery_gates` of `/__ursula/metrics`: the closed gates and, of
+    /// those, the stalled ones.
+    pub fn metrics(&self) -> Value {
+        json!({ "closed": self.closed_groups(), "stalled": self.stalled_groups() })
     }
 
     pub fn is_closed(&self, group: u32) -> bool {
@@ -147,7 +206,10 @@ impl RecoveryGates {
 pub async fn open_when_caught_up(engine: Arc<RaftEngine>, group: u32) {
     let gates = engine.recovery_gates.clone();
     let Some(g) = engine.groups().get(group as usize) else { return };
+    let applied = || g.shared.applied_index.load(Ordering::Relaxed);
+    let mut stall = StallClock::new(applied(), std::time::Instant::now());
     while gates.is_closed(group) {
+        gates.set_stalled(group, stall.observe(applied(), std::time::Instant::now()));
         let leader = g.raft.metrics().borrow_watched().current_leader;
         let barrier = match (leader, &engine.peers) {
             (Some(id), Some(peers)) if id != engine.node_id => peers.read_barrier(id, group).await.ok(),
@@ -214,6 +276,20 @@ mod tests {
         assert_eq!(Some(written), boot_id().or(Some(String::new())));
         write_run_state(dir.path(), true).expect("clean");
         assert_eq!(read_run_state(dir.path()), PriorRun::Clean);
+    }
+
+    #[test]
+    fn a_gated_group_stalls_after_thirty_seconds_without_applying_and_recovers_when_it_applies() {
+        let start = std::time::Instant::now();
+        let mut clock = StallClock::new(7, start);
+        assert!(!clock.observe(7, start + Duration::from_secs(29)));
+        assert!(clock.observe(7, start + STALL_AFTER), "nothing applied for 30 s");
+        assert!(!clock.observe(8, start + Duration::from_secs(31)), "it applied: the clock starts again");
+        assert!(!clock.observe(8, start + Duration::from_secs(60)));
+        assert!(clock.observe(8, start + Duration::from_secs(61)));
+        let gates = RecoveryGates::new(3, PriorRun::Missing, Some("why"), &[]);
+        gates.set_stalled(1, true);
+        assert_eq!(gates.metrics(), json!({ "closed": [0, 1, 2], "stalled": [1] }));
     }
 
     #[test]
