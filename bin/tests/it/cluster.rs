@@ -474,8 +474,29 @@ async fn a_voter_that_may_have_lost_its_tail_waits_at_its_recovery_gates() {
     assert!(!stalled_groups.is_empty(), "{stalled}");
     assert!(stalled_groups.iter().all(|g| g.as_u64().is_some_and(|g| still.contains(&g))), "{stalled}");
     // More may stall between the two reads.
-    let in_metrics = metrics(third).await["recovery_gates"]["stalled"].as_array().expect("stalled").clone();
+    let m3 = metrics(third).await;
+    let in_metrics = m3["recovery_gates"]["stalled"].as_array().expect("stalled").clone();
     assert!(stalled_groups.iter().all(|g| in_metrics.contains(g)), "{in_metrics:?} lacks some of {stalled}");
+    // The recovery runbook's fields (spec/35): each group's gate, its last
+    // log term, whether it runs, and who leads with a live quorum.
+    let m1 = metrics(nodes[0].as_ref().expect("node 1")).await;
+    for g in 0..4 {
+        let (on3, on1) = (&m3["raft_groups"][g], &m1["raft_groups"][g]);
+        let closed = m3["recovery_gates"]["closed"].as_array().is_some_and(|c| c.contains(&serde_json::json!(g)));
+        let gate = on3["recovery_gate"].as_str().unwrap_or_default();
+        match (in_metrics.contains(&serde_json::json!(g)), closed) {
+            (true, _) => assert_eq!(gate, "stalled", "group {g}: {m3}"),
+            // Not stalled yet, or waiting for its barrier to apply.
+            (false, true) => assert!(["awaiting_barrier", "catching_up", "stalled"].contains(&gate), "{m3}"),
+            (false, false) => assert_eq!(gate, "open", "group {g}: {m3}"),
+        }
+        assert_eq!(on3["maintenance"]["running"], true, "{m3}");
+        assert!(on3["last_log_term"].as_u64().is_some(), "{m3}");
+        assert_eq!(on3["recovery"], serde_json::Value::Null, "{m3}");
+        // Nodes 1 and 3 are a live quorum: whichever of them leads, leads live.
+        assert_eq!(on1["leads_live"], on1["current_leader"] == 1, "group {g}: {m1}");
+        assert_eq!(on3["leads_live"], on3["current_leader"] == 3, "group {g}: {m3}");
+    }
 
     // Node 2 returns: a leader is elected, its barrier opens node 3's gates.
     nodes[1] = Some(cluster.start(1));

@@ -212,6 +212,13 @@ impl GroupEngine for RaftEngine {
                     "snapshot_index": g.shared.snapshot_index.load(Ordering::Relaxed),
                     "purged_index": m.purged.map(|p| p.index),
                     "log_bytes_since_snapshot": g.log.bytes_since_purge(),
+                    // spec/35's recovery runbook reads these.
+                    "last_log_term": log.last_log_term,
+                    "recovery_gate": self.recovery_gates.state(i as u32),
+                    // No recovery plan runs here: plans are not built yet.
+                    "recovery": Value::Null,
+                    "leads_live": leads_live(&m, self.node_id, g.raft.config().election_timeout_max),
+                    "maintenance": { "running": !g.shared.apply_stopped.load(Ordering::SeqCst) },
                     // spec/37: the group's log cache and journal index.
                     "wal_cache_bytes": log.cache_bytes,
                     "wal_indexed_entries": log.indexed_entries,
@@ -429,4 +436,12 @@ impl GroupEngine for RaftEngine {
             None
         }
     }
+}
+
+/// A leader whose quorum acknowledged it within an election timeout
+/// (`election_timeout_ms`) leads with a live quorum (spec/35 `leads_live`).
+fn leads_live(m: &openraft::RaftMetrics<super::types::TypeConfig>, me: u64, election_timeout_ms: u64) -> bool {
+    use openraft::Instant as _;
+    let window = std::time::Duration::from_millis(election_timeout_ms);
+    m.current_leader == Some(me) && m.last_quorum_acked.as_ref().is_some_and(|at| at.elapsed() < window)
 }

@@ -70,6 +70,9 @@ pub struct LogFigures {
     pub cache_bytes: u64,
     /// Live entries of the group's log (in the journal's index).
     pub indexed_entries: u64,
+    /// The term of the log's last entry (or of its purge point); `None`
+    /// for an empty log.
+    pub last_log_term: Option<u64>,
 }
 
 /// A storage failure as openraft takes it: what was being done, and why.
@@ -146,6 +149,7 @@ impl GroupLog {
             disk_read_bytes: self.reads.disk_read_bytes.load(Ordering::Relaxed),
             cache_bytes: inner.cached_bytes as u64,
             indexed_entries: indexed,
+            last_log_term: inner.last_log_id.map(|l| l.leader_id.term),
         }
     }
 

@@ -125,6 +125,8 @@ pub struct RecoveryGates {
     closed: Vec<AtomicBool>,
     /// Closed gates whose group applied nothing for `STALL_AFTER`.
     stalled: Vec<AtomicBool>,
+    /// Closed gates that got their leader's barrier and apply up to it.
+    catching_up: Vec<AtomicBool>,
     prior: PriorRun,
     reason: Option<&'static str>,
     /// Held from reading the gated set to its WAL write, so that an older
@@ -136,7 +138,24 @@ impl RecoveryGates {
     pub fn new(groups: u32, prior: PriorRun, reason: Option<&'static str>, kept: &[u32]) -> RecoveryGates {
         let closed = (0..groups).map(|g| AtomicBool::new(reason.is_some() || kept.contains(&g))).collect();
         let stalled = (0..groups).map(|_| AtomicBool::new(false)).collect();
-        RecoveryGates { closed, stalled, prior, reason, persisting: tokio::sync::Mutex::new(()) }
+        let catching_up = (0..groups).map(|_| AtomicBool::new(false)).collect();
+        RecoveryGates { closed, stalled, catching_up, prior, reason, persisting: tokio::sync::Mutex::new(()) }
+    }
+
+    /// `raft_groups[].recovery_gate` (spec/35): `open`, `awaiting_barrier`,
+    /// `catching_up` (the barrier came, the replica applies up to it) or
+    /// `stalled`.
+    pub fn state(&self, group: u32) -> &'static str {
+        let flag = |flags: &Vec<AtomicBool>| flags.get(group as usize).is_some_and(|f| f.load(Ordering::SeqCst));
+        if !self.is_closed(group) {
+            "open"
+        } else if flag(&self.stalled) {
+            "stalled"
+        } else if flag(&self.catching_up) {
+            "catching_up"
+        } else {
+            "awaiting_barrier"
+        }
     }
 
     pub fn stalled_groups(&self) -> Vec<u32> {
@@ -216,8 +235,11 @@ pub async fn open_when_caught_up(engine: Arc<RaftEngine>, group: u32) {
             _ => None,
         };
         if let Some(index) = barrier {
+            let catching_up = gates.catching_up.get(group as usize);
+            catching_up.inspect(|c| c.store(true, Ordering::SeqCst));
             let applied =
                 g.raft.wait(Some(APPLY_WAIT)).applied_index_at_least(Some(index), "the leader's barrier").await;
+            catching_up.inspect(|c| c.store(false, Ordering::SeqCst));
             if applied.is_ok() {
                 open(&engine, group).await;
                 return;
