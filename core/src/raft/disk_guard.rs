@@ -12,6 +12,8 @@ pub struct DiskGuard {
     resume_available: u64,
     pressure: AtomicBool,
     available: AtomicU64,
+    /// Free-space checks that failed (`wal_disk_stat_errors`).
+    stat_errors: AtomicU64,
 }
 
 /// Free bytes an unprivileged writer may use on the filesystem of `path`.
@@ -27,6 +29,7 @@ impl DiskGuard {
             resume_available,
             pressure: AtomicBool::new(false),
             available: AtomicU64::new(u64::MAX),
+            stat_errors: AtomicU64::new(0),
         }
     }
 
@@ -47,6 +50,7 @@ impl DiskGuard {
             }
             Err(e) => {
                 tracing::error!(error = %e, "cannot check free space of the WAL filesystem");
+                self.stat_errors.fetch_add(1, Ordering::Relaxed);
                 true
             }
         };
@@ -70,6 +74,14 @@ impl DiskGuard {
     pub fn min_available(&self) -> u64 {
         self.min_available
     }
+
+    pub fn resume_available(&self) -> u64 {
+        self.resume_available
+    }
+
+    pub fn stat_errors(&self) -> u64 {
+        self.stat_errors.load(Ordering::Relaxed)
+    }
 }
 
 #[cfg(test)]
@@ -89,6 +101,7 @@ mod tests {
         assert!(!g.under_pressure());
         g.observe(Err(std::io::Error::other("statvfs failed")));
         assert!(g.under_pressure(), "a failed check is pressure");
+        assert_eq!(g.stat_errors(), 1);
         let off = DiskGuard::new(0, 1);
         off.observe(Ok(0));
         assert!(!off.under_pressure(), "0 disables the guard");

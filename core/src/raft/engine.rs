@@ -273,6 +273,8 @@ impl GroupEngine for RaftEngine {
         m.insert("wal_recovery_live_entries".into(), wal.recovery_live_entries.into());
         m.insert("wal_available_bytes".into(), self.guard.available().into());
         m.insert("wal_min_available_bytes".into(), self.guard.min_available().into());
+        m.insert("wal_resume_available_bytes".into(), self.guard.resume_available().into());
+        m.insert("wal_disk_stat_errors".into(), self.guard.stat_errors().into());
         m.insert("wal_disk_pressure".into(), self.guard.under_pressure().into());
         self.refusals.metrics(&mut m);
         self.log_pressure.metrics(&mut m);
