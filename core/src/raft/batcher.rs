@@ -41,12 +41,7 @@ const LARGE_REQUEST: usize = 1024 * 1024;
 /// deadline (`heartbeat_interval`), and no call nears the message limit.
 const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
 
-type Reply = Result<pb::AppendEntriesReply, PeerError>;
-
-struct Item {
-    request: pb::AppendEntriesRequest,
-    reply: oneshot::Sender<Reply>,
-}
+use super::batch_join::{Joined, Queued, Reply};
 
 /// What the batchers of a node sent: batches (calls or stream messages)
 /// and the requests in them.
@@ -54,12 +49,16 @@ struct Item {
 pub struct BatchStats {
     pub calls: AtomicU64,
     pub requests: AtomicU64,
+    /// Requests without entries: heartbeats and commit-index updates.
+    pub empty_requests: AtomicU64,
+    /// Requests joined into the one before them of their group (`batch_join`).
+    pub joined_requests: AtomicU64,
 }
 
 /// The sending side of one peer's batcher; its task ends with the last clone.
 #[derive(Clone)]
 pub struct Batcher {
-    queue: mpsc::UnboundedSender<Item>,
+    queue: mpsc::UnboundedSender<Queued>,
 }
 
 impl Batcher {
@@ -76,27 +75,49 @@ impl Batcher {
         Batcher { queue }
     }
 
-    /// Sends `request` in the next batch and waits for its own reply.
-    pub async fn send(&self, request: pb::AppendEntriesRequest) -> Reply {
+    /// Queues `request` (ending at `last`) for the next batch, now: a
+    /// group's requests go in the order they were queued.
+    pub fn enqueue(&self, request: pb::AppendEntriesRequest, last: Option<pb::LogId>) -> Pending {
         let (reply, answer) = oneshot::channel();
-        self.queue.send(Item { request, reply }).map_err(|_| PeerError::BatcherStopped)?;
-        answer.await.map_err(|_| PeerError::BatchDropped)?
+        let queued = self.queue.send(Queued { request, last, reply }).is_ok();
+        Pending { answer, queued }
+    }
+
+    /// Sends `request` in the next batch and waits for its own reply.
+    #[cfg(test)]
+    pub async fn send(&self, request: pb::AppendEntriesRequest, last: Option<pb::LogId>) -> Reply {
+        self.enqueue(request, last).reply().await
     }
 }
 
-async fn run(call: Call, mut rx: mpsc::UnboundedReceiver<Item>) {
+/// A queued request's reply to come.
+pub struct Pending {
+    answer: oneshot::Receiver<Reply>,
+    queued: bool,
+}
+
+impl Pending {
+    pub async fn reply(self) -> Reply {
+        if !self.queued {
+            return Err(PeerError::BatcherStopped);
+        }
+        self.answer.await.map_err(|_| PeerError::BatchDropped)?
+    }
+}
+
+async fn run(call: Call, mut rx: mpsc::UnboundedReceiver<Queued>) {
     // Large requests, one call at a time and in order, beside the batches.
-    let (bulk, mut large) = mpsc::unbounded_channel::<Item>();
+    let (bulk, mut large) = mpsc::unbounded_channel::<Queued>();
     let lane = call.clone();
     tokio::spawn(async move {
         while let Some(item) = large.recv().await {
             let bytes = item.request.encoded_len();
-            lane.call(vec![item], bytes).await;
+            lane.call(vec![Joined::alone(item)], bytes).await;
         }
     });
     let mut link = Link::Closed;
     // A request that did not fit the last batch opens the next one.
-    let mut carried: Option<Item> = None;
+    let mut carried: Option<Queued> = None;
     loop {
         let first = match carried.take() {
             Some(item) => item,
@@ -130,6 +151,9 @@ async fn run(call: Call, mut rx: mpsc::UnboundedReceiver<Item>) {
                 Err(_) => break,
             }
         }
+        let mut joins = 0;
+        let items = super::batch_join::join_all(items, &mut joins);
+        call.stats.joined_requests.fetch_add(joins, Ordering::Relaxed);
         if matches!(link, Link::Unary) {
             call.call(items, bytes).await;
         } else {
@@ -161,7 +185,7 @@ struct Call {
 
 impl Call {
     /// Sends `items` (`bytes` encoded) in one call and answers each waiter.
-    async fn call(&self, items: Vec<Item>, bytes: usize) {
+    async fn call(&self, items: Vec<Joined>, bytes: usize) {
         let _charged = self.budget.charge(bytes).await;
         self.count(&items);
         let (requests, waiters) = split(items);
@@ -177,7 +201,7 @@ impl Call {
     /// Sends `items` as one batch on the peer's stream (opened first when
     /// it is closed) and answers each waiter with its reply. A stream that
     /// fails or stalls is closed; the next batch opens another.
-    async fn exchange(&self, link: &mut Link, items: Vec<Item>, bytes: usize) {
+    async fn exchange(&self, link: &mut Link, items: Vec<Joined>, bytes: usize) {
         let _charged = self.budget.charge(bytes).await;
         self.count(&items);
         let (requests, waiters) = split(items);
@@ -221,28 +245,30 @@ impl Call {
         PeerError::StreamLost { url: self.url.clone() }
     }
 
-    fn count(&self, items: &[Item]) {
+    fn count(&self, items: &[Joined]) {
         self.stats.calls.fetch_add(1, Ordering::Relaxed);
         self.stats.requests.fetch_add(items.len() as u64, Ordering::Relaxed);
+        let empty = items.iter().filter(|i| i.request.entries.is_empty()).count();
+        self.stats.empty_requests.fetch_add(empty as u64, Ordering::Relaxed);
     }
 
     /// Answers each waiter with its reply, or all of them with the error.
-    fn answer(&self, waiters: Vec<oneshot::Sender<Reply>>, replies: Result<pb::AppendEntriesBatchReply, PeerError>) {
+    fn answer(&self, waiters: Vec<Joined>, replies: Result<pb::AppendEntriesBatchReply, PeerError>) {
         let replies = match replies {
             Ok(reply) if reply.replies.len() == waiters.len() => reply.replies,
             Ok(reply) => {
                 let (replies, requests) = (reply.replies.len(), waiters.len());
                 let why = PeerError::BatchMismatch { url: self.url.clone(), replies, requests };
-                waiters.into_iter().for_each(|w| drop(w.send(Err(why.clone()))));
+                waiters.into_iter().for_each(|w| w.answer(Err(why.clone())));
                 return;
             }
             Err(why) => {
-                waiters.into_iter().for_each(|w| drop(w.send(Err(why.clone()))));
+                waiters.into_iter().for_each(|w| w.answer(Err(why.clone())));
                 return;
             }
         };
         for (waiter, reply) in waiters.into_iter().zip(replies) {
-            let _ = waiter.send(Ok(reply));
+            waiter.answer(Ok(reply));
         }
     }
 }
@@ -258,6 +284,9 @@ async fn round_trip(
     tokio::time::timeout(STREAM_STALL, replies.message()).await.ok()?.ok()?
 }
 
-fn split(items: Vec<Item>) -> (Vec<pb::AppendEntriesRequest>, Vec<oneshot::Sender<Reply>>) {
-    items.into_iter().map(|i| (i.request, i.reply)).unzip()
+/// The batch's requests, and the joined requests to answer (their own
+/// requests left empty: they went in the batch).
+fn split(mut items: Vec<Joined>) -> (Vec<pb::AppendEntriesRequest>, Vec<Joined>) {
+    let requests = items.iter_mut().map(|j| std::mem::take(&mut j.request)).collect();
+    (requests, items)
 }

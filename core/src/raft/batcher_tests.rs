@@ -18,6 +18,8 @@ struct Seen {
     streams: AtomicUsize,
     stream_batches: AtomicUsize,
     calls: AtomicUsize,
+    /// Requests in the batches that came on a stream.
+    stream_requests: AtomicUsize,
 }
 
 struct FakePeer {
@@ -75,6 +77,7 @@ impl RaftService for FakePeer {
                     std::future::pending::<()>().await;
                 }
                 seen.stream_batches.fetch_add(1, Ordering::SeqCst);
+                seen.stream_requests.fetch_add(batch.requests.len(), Ordering::SeqCst);
                 Some((Ok(successes(&batch)), batches))
             }
         });
@@ -140,7 +143,7 @@ fn request(group: u32) -> pb::AppendEntriesRequest {
 }
 
 async fn send_many(batcher: &Batcher, groups: u32) -> Vec<Result<pb::AppendEntriesReply, PeerError>> {
-    futures_util::future::join_all((0..groups).map(|g| batcher.send(request(g)))).await
+    futures_util::future::join_all((0..groups).map(|g| batcher.send(request(g), None))).await
 }
 
 fn succeeded(replies: &[Result<pb::AppendEntriesReply, PeerError>]) -> bool {
@@ -176,8 +179,40 @@ async fn a_peer_without_the_stream_gets_its_batches_as_calls() {
 #[tokio::test]
 async fn a_stalled_stream_fails_its_batch_and_the_next_batch_opens_another() {
     let (batcher, seen, _) = start(true, true).await;
-    let stalled = batcher.send(request(0)).await;
+    let stalled = batcher.send(request(0), None).await;
     assert!(matches!(stalled, Err(PeerError::StreamLost { .. })), "{stalled:?}");
     assert!(succeeded(&send_many(&batcher, 4).await));
     assert_eq!(seen.streams.load(Ordering::SeqCst), 2, "a second stream replaced the stalled one");
+}
+
+/// A request of group 9 that continues the one ending at `prev`.
+fn chained(prev: u64, entries: usize) -> (pb::AppendEntriesRequest, Option<pb::LogId>) {
+    let id = |index| pb::LogId { term: 2, node_id: 1, index };
+    let request = pb::AppendEntriesRequest {
+        vote: Some(pb::Vote { term: 2, node_id: 1, committed: true }),
+        prev_log_id: Some(id(prev)),
+        entries: vec![bytes::Bytes::from_static(b"entry"); entries],
+        leader_commit: Some(id(prev)),
+        ..request(9)
+    };
+    (request, Some(id(prev + entries as u64)))
+}
+
+#[tokio::test]
+async fn a_groups_requests_queued_together_reach_the_peer_as_one() {
+    let (batcher, seen, stats) = start(true, false).await;
+    // A commit update, then two writes: queued before the batcher runs.
+    let pending: Vec<_> = [(10, 0), (10, 2), (12, 1)]
+        .into_iter()
+        .map(|(prev, n)| {
+            let (request, last) = chained(prev, n);
+            batcher.enqueue(request, last)
+        })
+        .collect();
+    for p in pending {
+        let reply = p.reply().await;
+        assert!(succeeded(std::slice::from_ref(&reply)), "{reply:?}");
+    }
+    assert_eq!(seen.stream_requests.load(Ordering::SeqCst), 1, "one request carried all three");
+    assert_eq!(stats.joined_requests.load(Ordering::SeqCst), 2);
 }

@@ -289,6 +289,8 @@ impl GroupEngine for RaftEngine {
             let stats = &peers.batch_stats;
             m.insert("raft_append_calls".into(), stats.calls.load(Ordering::Relaxed).into());
             m.insert("raft_append_requests".into(), stats.requests.load(Ordering::Relaxed).into());
+            m.insert("raft_append_empty_requests".into(), stats.empty_requests.load(Ordering::Relaxed).into());
+            m.insert("raft_append_joined_requests".into(), stats.joined_requests.load(Ordering::Relaxed).into());
             let t = &peers.transport;
             m.insert("raft_append_transport_budget_bytes".into(), t.capacity.into());
             m.insert("raft_append_transport_outbound_bytes".into(), t.outbound.held().into());

@@ -7,18 +7,19 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use openraft::BasicNode;
+use openraft::base::{BoxFuture, BoxStream, OptionalSend};
 use openraft::error::{RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest, TransferLeaderResponse,
-    VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult, TransferLeaderRequest,
+    TransferLeaderResponse, VoteRequest, VoteResponse,
 };
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Response, Status};
 use ursula_proto::raft::v1 as pb;
 use ursula_proto::raft::v1::raft_service_client::RaftServiceClient;
 
-use super::batcher::{BatchStats, Batcher};
+use super::batcher::{BatchStats, Batcher, Pending};
 use super::pb as conv;
 use super::peer_error::PeerError;
 use super::refusals::{Direction, PeerRefusals};
@@ -352,15 +353,77 @@ where
     outcome
 }
 
-impl GrpcPeer {
-    /// A peer's refusal, counted when it names another cluster; openraft
-    /// treats the peer as unreachable and backs off.
-    fn refused(&self, r: pb::Refusal) -> RPCError<TypeConfig> {
-        if r.kind() == Kind::ClusterMismatch {
-            self.peers.refusals.record(Direction::RefusedBy, r.node_id, &r.cluster_id, &self.url, true);
-        }
-        unreachable(PeerError::refused(&self.url, &r))
+/// A peer's refusal, counted when it names another cluster; openraft
+/// treats the peer as unreachable and backs off.
+fn refused(peers: &Peers, url: &str, r: pb::Refusal) -> RPCError<TypeConfig> {
+    if r.kind() == Kind::ClusterMismatch {
+        peers.refusals.record(Direction::RefusedBy, r.node_id, &r.cluster_id, url, true);
     }
+    unreachable(PeerError::refused(url, &r))
+}
+
+/// AppendEntries of one group a peer may hold at once (openraft's pipeline
+/// to it); the batcher sends one batch per peer at a time, and what a
+/// group queued meanwhile goes joined into one request (`batch_join`).
+const PIPELINE_DEPTH: usize = 16;
+
+impl GrpcPeer {
+    fn refused(&self, r: pb::Refusal) -> RPCError<TypeConfig> {
+        refused(&self.peers, &self.url, r)
+    }
+
+    /// Queues `rpc` on the peer's batcher now (a group's requests keep
+    /// their order); the future is its answer.
+    fn queue_append(
+        &self,
+        rpc: &AppendEntriesRequest<TypeConfig>,
+        option: &RPCOption,
+    ) -> impl Future<Output = Rpc<AppendEntriesResponse<TypeConfig>>> + Send + use<> {
+        let queued = (|| -> Rpc<(Pending, Option<LogId>, std::time::Duration)> {
+            let mut req = conv::append_request_to(self.peers.preamble(self.group), rpc).map_err(unreachable)?;
+            // Bounded in bytes, whatever the entry sizes: the rest goes in the next call.
+            let sent_up_to = bound_append(&mut req, rpc, MAX_APPEND_BYTES);
+            let last = sent_up_to.or_else(|| rpc.entries.last().map(|e| e.log_id)).or(rpc.prev_log_id);
+            let batcher = self.peers.batcher(&self.url).map_err(unreachable)?;
+            let deadline = append_deadline(option, req.entries.iter().map(bytes::Bytes::len).sum());
+            Ok((batcher.enqueue(req, last.as_ref().map(conv::log_id_to)), sent_up_to, deadline))
+        })();
+        let (peers, url) = (self.peers.clone(), self.url.clone());
+        async move {
+            let (pending, sent_up_to, deadline) = queued?;
+            let sent = match tokio::time::timeout(deadline, pending.reply()).await {
+                Ok(sent) => sent,
+                Err(_) => Err(PeerError::Timeout { url: url.clone(), after: deadline }),
+            };
+            peers.observe(&url, &sent);
+            let reply = sent.map_err(unreachable)?;
+            match (conv::append_reply_from(reply).map_err(|r| refused(&peers, &url, r))?, sent_up_to) {
+                // The follower took what was sent, not everything openraft asked for.
+                (AppendEntriesResponse::Success, Some(last)) => Ok(AppendEntriesResponse::PartialSuccess(Some(last))),
+                (answer, _) => Ok(answer),
+            }
+        }
+    }
+}
+
+/// An answer as openraft's pipeline takes it, and whether the pipeline
+/// goes on after it (not after a failure or a part taken).
+fn stream_result(
+    answer: Rpc<AppendEntriesResponse<TypeConfig>>,
+    prev: Option<LogId>,
+    last: Option<LogId>,
+) -> (Rpc<StreamAppendResult<TypeConfig>>, bool) {
+    let answer = match answer {
+        Ok(a) => a,
+        Err(e) => return (Err(e), false),
+    };
+    if answer.is_conflict() && prev.is_none() {
+        // Nothing precedes the first entry: no follower can disagree with it.
+        return (Err(unreachable(PeerError::Empty { url: "a conflict before the first entry".into() })), false);
+    }
+    let result = answer.into_stream_result(prev, last);
+    let goes_on = matches!(&result, Ok(matching) if *matching == last);
+    (Ok(result), goes_on)
 }
 
 impl RaftNetworkV2<TypeConfig> for GrpcPeer {
@@ -371,22 +434,35 @@ impl RaftNetworkV2<TypeConfig> for GrpcPeer {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Rpc<AppendEntriesResponse<TypeConfig>> {
-        let mut req = conv::append_request_to(self.peers.preamble(self.group), &rpc).map_err(unreachable)?;
-        // Bounded in bytes, whatever the entry sizes: the rest goes in the next call.
-        let sent_up_to = bound_append(&mut req, &rpc, MAX_APPEND_BYTES);
-        let batcher = self.peers.batcher(&self.url).map_err(unreachable)?;
-        let deadline = append_deadline(&option, req.entries.iter().map(bytes::Bytes::len).sum());
-        let sent = match tokio::time::timeout(deadline, batcher.send(req)).await {
-            Ok(sent) => sent,
-            Err(_) => Err(PeerError::Timeout { url: self.url.clone(), after: deadline }),
-        };
-        self.peers.observe(&self.url, &sent);
-        let reply = sent.map_err(unreachable)?;
-        match (conv::append_reply_from(reply).map_err(|r| self.refused(r))?, sent_up_to) {
-            // The follower took what was sent, not everything openraft asked for.
-            (AppendEntriesResponse::Success, Some(last)) => Ok(AppendEntriesResponse::PartialSuccess(Some(last))),
-            (answer, _) => Ok(answer),
-        }
+        self.queue_append(&rpc, &option).await
+    }
+
+    /// A group's replication pipelined: each request queued as openraft
+    /// makes it, up to `PIPELINE_DEPTH` answers awaited, in order.
+    fn stream_append<'s, S>(
+        &'s mut self,
+        input: S,
+        option: RPCOption,
+    ) -> BoxFuture<'s, Result<BoxStream<'s, Rpc<StreamAppendResult<TypeConfig>>>, RPCError<TypeConfig>>>
+    where
+        S: futures_util::Stream<Item = AppendEntriesRequest<TypeConfig>> + OptionalSend + Unpin + 'static,
+    {
+        use futures_util::StreamExt;
+        let peer: &GrpcPeer = self;
+        let answers = input
+            .map(move |rpc| {
+                let (prev, last) = (rpc.prev_log_id, rpc.entries.last().map(|e| e.log_id).or(rpc.prev_log_id));
+                let answer = peer.queue_append(&rpc, &option);
+                async move { stream_result(answer.await, prev, last) }
+            })
+            .buffered(PIPELINE_DEPTH)
+            // openraft ends a pipeline at its first failure or part taken: so does this one.
+            .scan(true, |going, (result, goes_on)| {
+                let item = std::mem::replace(going, goes_on).then_some(result);
+                std::future::ready(item)
+            });
+        let answers: BoxStream<'s, _> = Box::pin(answers);
+        Box::pin(async move { Ok(answers) })
     }
 
     async fn vote(&mut self, rpc: VoteRequest<TypeConfig>, option: RPCOption) -> Rpc<VoteResponse<TypeConfig>> {

@@ -29,6 +29,7 @@
 mod apply_fault;
 #[cfg(test)]
 mod apply_stop_tests;
+mod batch_join;
 mod batcher;
 #[cfg(test)]
 mod batcher_tests;
