@@ -275,6 +275,18 @@ fn register_instruments(meter: &Meter) {
             })
             .build();
     }
+    // spec/35: rewinds to followers that lost acknowledged entries, by follower.
+    let f = figures.clone();
+    meter
+        .u64_observable_counter("ursula.raft.follower_log_reversions")
+        .with_callback(move |o| {
+            if let Some(Value::Object(by)) = f.now().get("raft_follower_log_reversions") {
+                for (follower, n) in by {
+                    o.observe(n.as_u64().unwrap_or(0), &[KeyValue::new("follower", follower.clone())]);
+                }
+            }
+        })
+        .build();
     for &(name, field) in GAUGES {
         meter.u64_observable_gauge(name).with_callback(figure(&figures, field)).build();
     }

@@ -512,6 +512,60 @@ async fn a_voter_that_may_have_lost_its_tail_waits_at_its_recovery_gates() {
     }
 }
 
+/// spec/35: a follower that lost entries it had acknowledged (its
+/// journal's tail cut while it was down, as a host crash under `fsync =
+/// "never"` can) is caught up in place, and its leader counts the rewind
+/// in `raft_follower_log_reversions` by follower.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_counts_a_follower_that_lost_acknowledged_entries() {
+    let cluster = Layout::new(3, "reversion", 1, Planes::Shared);
+    let mut nodes: Vec<Option<Node>> = (0..3).map(|i| Some(cluster.start(i))).collect();
+    for node in nodes.iter().flatten() {
+        wait_ready(node).await;
+    }
+    until_created(&nodes).await;
+    let mut expected = String::new();
+    let mut leader = 0;
+    for seq in 0..40 {
+        leader = append(&nodes, seq).await;
+        expected.push_str(&record(seq));
+    }
+    let follower = (leader + 1) % 3;
+    converges(nodes[follower].as_ref().expect("the follower"), &expected).await;
+    nodes[follower].take().expect("the follower").kill9();
+    let log = cluster.wal(follower).join("raft-log");
+    let mut segments: Vec<_> = std::fs::read_dir(&log)
+        .expect("the follower's journal")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "wal"))
+        .collect();
+    segments.sort();
+    let newest = segments.last().expect("a segment");
+    let len = std::fs::metadata(newest).expect("segment").len();
+    let cut = std::fs::OpenOptions::new().write(true).open(newest).expect("open the segment");
+    cut.set_len(len * 2 / 3).expect("cutting the journal's tail");
+    drop(cut);
+    let _ = std::fs::remove_file(cluster.wal(follower).join("run-state"));
+    nodes[follower] = Some(cluster.start(follower));
+
+    let leading = nodes[leader].as_ref().expect("the leader");
+    let key = (follower + 1).to_string();
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let m: serde_json::Value = leading.get("/__ursula/metrics").send().await.json();
+        if m["raft_follower_log_reversions"][&key].as_u64() >= Some(1) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the leader never counted the rewind: {m}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    append(&nodes, 40).await;
+    expected.push_str(&record(40));
+    for node in nodes.iter().flatten() {
+        converges(node, &expected).await;
+    }
+}
+
 async fn until_created(nodes: &[Option<Node>]) {
     let deadline = Instant::now() + PATIENCE;
     loop {

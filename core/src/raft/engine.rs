@@ -291,6 +291,7 @@ impl GroupEngine for RaftEngine {
             m.insert("raft_append_requests".into(), stats.requests.load(Ordering::Relaxed).into());
             m.insert("raft_append_empty_requests".into(), stats.empty_requests.load(Ordering::Relaxed).into());
             m.insert("raft_append_joined_requests".into(), stats.joined_requests.load(Ordering::Relaxed).into());
+            peers.reversions.metrics(&mut m);
             let t = &peers.transport;
             m.insert("raft_append_transport_budget_bytes".into(), t.capacity.into());
             m.insert("raft_append_transport_outbound_bytes".into(), t.outbound.held().into());

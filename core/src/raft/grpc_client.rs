@@ -23,6 +23,7 @@ use super::batcher::{BatchStats, Batcher, Pending};
 use super::pb as conv;
 use super::peer_error::PeerError;
 use super::refusals::{Direction, PeerRefusals};
+use super::reversions::Answered;
 use super::types::{LogId, NodeId, Snapshot, SnapshotData, TypeConfig, Vote};
 
 use pb::refusal::Kind;
@@ -110,6 +111,8 @@ pub struct Peers {
     /// AppendEntries of all groups to a peer, coalesced (by peer url).
     batchers: Mutex<HashMap<String, Batcher>>,
     pub batch_stats: Arc<BatchStats>,
+    /// Followers that lost entries they had acknowledged (spec/35).
+    pub reversions: super::reversions::Reversions,
     /// `raft.append_transport_budget_bytes`, both directions.
     pub transport: Arc<super::transport_budget::TransportBudget>,
     refusals: Arc<PeerRefusals>,
@@ -129,7 +132,19 @@ impl Peers {
         let (channels, batchers) = (Mutex::new(HashMap::new()), Mutex::new(HashMap::new()));
         let batch_stats = Arc::default();
         let unreachable = Mutex::default();
-        Arc::new(Peers { cluster_id, node_id, urls, channels, batchers, batch_stats, transport, refusals, unreachable })
+        let reversions = Default::default();
+        Arc::new(Peers {
+            cluster_id,
+            node_id,
+            urls,
+            channels,
+            batchers,
+            batch_stats,
+            reversions,
+            transport,
+            refusals,
+            unreachable,
+        })
     }
 
     fn client(&self, url: &str) -> Result<RaftServiceClient<Channel>, PeerError> {
@@ -320,6 +335,7 @@ pub struct GrpcNetwork {
 pub struct GrpcPeer {
     peers: Arc<Peers>,
     group: u32,
+    target: NodeId,
     url: String,
 }
 
@@ -328,7 +344,7 @@ impl RaftNetworkFactory<TypeConfig> for GrpcNetwork {
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> GrpcPeer {
         let url = self.peers.urls.get(&target).cloned().unwrap_or_else(|| node.addr.clone());
-        GrpcPeer { peers: self.peers.clone(), group: self.group, url }
+        GrpcPeer { peers: self.peers.clone(), group: self.group, target, url }
     }
 }
 
@@ -379,25 +395,36 @@ impl GrpcPeer {
         rpc: &AppendEntriesRequest<TypeConfig>,
         option: &RPCOption,
     ) -> impl Future<Output = Rpc<AppendEntriesResponse<TypeConfig>>> + Send + use<> {
-        let queued = (|| -> Rpc<(Pending, Option<LogId>, std::time::Duration)> {
+        let queued = (|| -> Rpc<(Pending, Option<LogId>, Option<LogId>, std::time::Duration)> {
             let mut req = conv::append_request_to(self.peers.preamble(self.group), rpc).map_err(unreachable)?;
             // Bounded in bytes, whatever the entry sizes: the rest goes in the next call.
             let sent_up_to = bound_append(&mut req, rpc, MAX_APPEND_BYTES);
             let last = sent_up_to.or_else(|| rpc.entries.last().map(|e| e.log_id)).or(rpc.prev_log_id);
             let batcher = self.peers.batcher(&self.url).map_err(unreachable)?;
             let deadline = append_deadline(option, req.entries.iter().map(bytes::Bytes::len).sum());
-            Ok((batcher.enqueue(req, last.as_ref().map(conv::log_id_to)), sent_up_to, deadline))
+            Ok((batcher.enqueue(req, last.as_ref().map(conv::log_id_to)), sent_up_to, last, deadline))
         })();
         let (peers, url) = (self.peers.clone(), self.url.clone());
+        let (group, target, vote_term, prev) = (self.group, self.target, rpc.vote.leader_id.term, rpc.prev_log_id);
         async move {
-            let (pending, sent_up_to, deadline) = queued?;
+            let (pending, sent_up_to, last, deadline) = queued?;
             let sent = match tokio::time::timeout(deadline, pending.reply()).await {
                 Ok(sent) => sent,
                 Err(_) => Err(PeerError::Timeout { url: url.clone(), after: deadline }),
             };
             peers.observe(&url, &sent);
             let reply = sent.map_err(unreachable)?;
-            match (conv::append_reply_from(reply).map_err(|r| refused(&peers, &url, r))?, sent_up_to) {
+            let answer = conv::append_reply_from(reply).map_err(|r| refused(&peers, &url, r))?;
+            let answered = match &answer {
+                AppendEntriesResponse::Success => Some(Answered::Took(last)),
+                AppendEntriesResponse::PartialSuccess(took) => Some(Answered::Took(*took)),
+                AppendEntriesResponse::Conflict => Some(Answered::Conflict),
+                AppendEntriesResponse::HigherVote(_) => None,
+            };
+            if let Some(answered) = answered {
+                peers.reversions.observe(group, target, vote_term, prev.as_ref(), answered);
+            }
+            match (answer, sent_up_to) {
                 // The follower took what was sent, not everything openraft asked for.
                 (AppendEntriesResponse::Success, Some(last)) => Ok(AppendEntriesResponse::PartialSuccess(Some(last))),
                 (answer, _) => Ok(answer),

@@ -52,6 +52,7 @@ mod pb;
 mod peer_error;
 mod recovery_gate;
 mod refusals;
+mod reversions;
 pub mod runtime;
 #[cfg(test)]
 mod sim;
