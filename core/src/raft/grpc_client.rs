@@ -415,6 +415,11 @@ impl GrpcPeer {
             peers.observe(&url, &sent);
             let reply = sent.map_err(unreachable)?;
             let answer = conv::append_reply_from(reply).map_err(|r| refused(&peers, &url, r))?;
+            if answer.is_conflict() && prev.is_none() {
+                // Nothing precedes the first entry: no follower can disagree with it.
+                let detail = "a conflict before the first entry".to_owned();
+                return Err(unreachable(PeerError::Malformed { url, detail }));
+            }
             let answered = match &answer {
                 AppendEntriesResponse::Success => Some(Answered::Took(last)),
                 AppendEntriesResponse::PartialSuccess(took) => Some(Answered::Took(*took)),
@@ -444,10 +449,6 @@ fn stream_result(
         Ok(a) => a,
         Err(e) => return (Err(e), false),
     };
-    if answer.is_conflict() && prev.is_none() {
-        // Nothing precedes the first entry: no follower can disagree with it.
-        return (Err(unreachable(PeerError::Empty { url: "a conflict before the first entry".into() })), false);
-    }
     let result = answer.into_stream_result(prev, last);
     let goes_on = matches!(&result, Ok(matching) if *matching == last);
     (Ok(result), goes_on)
