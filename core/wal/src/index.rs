@@ -205,11 +205,6 @@ impl Index {
         Ok(())
     }
 
-    /// The index of the group's first copy waiting for its CopyEnd.
-    pub fn copies_start(&self, group: u32) -> Option<u64> {
-        self.copies.get(&group).and_then(|c| c.first()).map(|(index, _)| *index)
-    }
-
     /// Copies whose CopyEnd never came (a cut tail): dead bytes.
     pub fn drop_unfinished_copies(&mut self) {
         self.copies.clear();

@@ -102,17 +102,7 @@ fn apply(index: &mut Index, seq: u64, offset: u64, f: &Frame<'_>) -> Result<(), 
         }
         FrameKind::CopyEnd => {
             let last = <[u8; 8]>::try_from(f.payload).map_err(|_| "a copy end without its last index".to_string())?;
-            let (first, last) = (f.index, u64::from_le_bytes(last));
-            // A rotation can split a run, its head copies in the segment
-            // before. Once those were purged, that segment held nothing live
-            // and was reclaimed: in the oldest segment left, the run starts
-            // at its first copy still here.
-            let oldest = index.segments.keys().next() == Some(&seq);
-            match index.copies_start(f.group) {
-                Some(start) if oldest && start > first => index.copy_end(f.group, start, last)?,
-                None if oldest => {}
-                _ => index.copy_end(f.group, first, last)?,
-            }
+            index.copy_end(f.group, f.index, u64::from_le_bytes(last))?;
         }
         FrameKind::Truncate => index.truncate(f.group, f.index),
         FrameKind::Purge => index.purge(f.group, f.index, Bytes::copy_from_slice(f.payload)),
