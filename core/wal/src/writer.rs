@@ -409,21 +409,29 @@ impl Writer {
         let copied = !runs.is_empty();
         for (group, first, run) in runs {
             let last = first.saturating_add(run.len() as u64 - 1);
+            // A run and its CopyEnd share one segment: were a rotation to
+            // split them, purging the group past the head copies could
+            // reclaim the segment holding them and leave a CopyEnd that
+            // recovery cannot apply. So rotate before a run that would not
+            // fit, and never inside one (the segment may end a little long).
+            let run_bytes: u64 =
+                run.iter().map(|p| (frame::HEADER + p.len()) as u64).sum::<u64>() + (frame::HEADER + 8) as u64;
+            self.rotate_if_full(run_bytes)?;
             for (k, payload) in run.into_iter().enumerate() {
                 let index = first.saturating_add(k as u64);
                 let len = payload.len() as u32;
-                self.put(FrameKind::Copy, group, index, &payload, |loc| Change::Copied {
+                self.encode_frame(FrameKind::Copy, group, index, &payload, |loc| Change::Copied {
                     group,
                     index,
                     loc: Loc { len, ..loc },
-                })?;
+                });
                 self.shared.stats.rewritten_bytes.fetch_add(u64::from(len), Ordering::Relaxed);
             }
-            self.put(FrameKind::CopyEnd, group, first, &last.to_le_bytes(), |_| Change::CopyEnd {
+            self.encode_frame(FrameKind::CopyEnd, group, first, &last.to_le_bytes(), |_| Change::CopyEnd {
                 group,
                 first,
                 last,
-            })?;
+            });
         }
         Ok(copied)
     }
@@ -465,8 +473,17 @@ impl Writer {
         payload: &[u8],
         change: impl FnOnce(Loc) -> Change,
     ) -> Result<(), WalError> {
+        self.rotate_if_full(0)?;
+        self.encode_frame(kind, group, index, payload, change);
+        Ok(())
+    }
+
+    /// Rotates when the active segment, grown by `coming` bytes, would
+    /// pass its size (a segment holding only its checkpoint never rotates).
+    fn rotate_if_full(&mut self, coming: u64) -> Result<(), WalError> {
         let filled = self.len + self.buf.len() as u64;
-        let full = filled >= self.segment_size.max(self.checkpoint_len.saturating_mul(2));
+        let limit = self.segment_size.max(self.checkpoint_len.saturating_mul(2));
+        let full = if coming == 0 { filled >= limit } else { filled.saturating_add(coming) > limit };
         if full
             && filled > self.checkpoint_len
             && let Err(e) = self.rotate()
@@ -474,11 +491,22 @@ impl Writer {
             self.fail(&e);
             return Err(self.broken_error().unwrap_or(e));
         }
+        Ok(())
+    }
+
+    /// Adds one frame to the batch in the active segment.
+    fn encode_frame(
+        &mut self,
+        kind: FrameKind,
+        group: u32,
+        index: u64,
+        payload: &[u8],
+        change: impl FnOnce(Loc) -> Change,
+    ) {
         let offset = self.len + self.buf.len() as u64;
         frame::encode(&mut self.buf, kind, group, index, payload);
         self.pending.push(change(Loc { segment: self.active, offset, len: 0 }));
         self.pending_frames += 1;
-        Ok(())
     }
 
     /// Writes the buffered frames to the active segment and applies their

@@ -96,67 +96,96 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(32))]
     #[test]
     fn journal_matches_a_model(ops in proptest::collection::vec(op(), 1..80)) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let (mut wal, _) = open(dir.path(), SEGMENT);
-        let mut model: BTreeMap<u32, Model> = BTreeMap::new();
-        for (stamp, op) in ops.into_iter().enumerate() {
-            let stamp = stamp as u64;
-            match op {
-                Op::Append(g, n, back, size) => {
-                    let m = model.entry(g).or_default();
-                    let next = m.next();
-                    let start = next - u64::from(back).min(next - m.lowest());
-                    let entries: Vec<_> = (start..start + u64::from(n)).map(|i| (i, body(g, i, stamp, size))).collect();
-                    m.entries.retain(|i, _| *i < start);
-                    m.entries.extend(entries.iter().cloned());
-                    wait(|d| wal.append(g, entries, false, d)).expect("append");
-                }
-                Op::Truncate(g, back) => {
-                    let m = model.entry(g).or_default();
-                    let since = m.next().saturating_sub(u64::from(back));
-                    m.entries.retain(|i, _| *i < since);
-                    wait(|d| wal.truncate(g, since, d)).expect("truncate");
-                }
-                Op::Purge(g, ahead) => {
-                    let m = model.entry(g).or_default();
-                    let upto = m.purged.as_ref().map_or(0, |(u, _)| *u) + u64::from(ahead);
-                    let marker = Bytes::from(format!("purge {upto} at {stamp}"));
-                    m.entries.retain(|i, _| *i > upto);
-                    m.purged = Some((upto, marker.clone()));
-                    wait(|d| wal.purge(g, upto, marker, d)).expect("purge");
-                }
-                Op::PurgeBackwards(g) => {
-                    let m = model.entry(g).or_default();
-                    if let Some(upto) = m.purged.as_ref().and_then(|(u, _)| u.checked_sub(1)) {
-                        wait(|d| wal.purge(g, upto, Bytes::from_static(b"ignored"), d)).expect("purge");
-                    }
-                }
-                Op::State(g, slot) => {
-                    let v = Bytes::from(format!("state {stamp}"));
-                    model.entry(g).or_default().slots.insert(slot, v.clone());
-                    wait(|d| wal.set_state(g, slot, v, d)).expect("state");
-                }
-                Op::Compact(budget) => {
-                    let limits = ursula_wal::CompactLimits {
-                        budget: u64::from(budget),
-                        lagging_over: SEGMENT / 2,
-                        min_age: std::time::Duration::ZERO,
-                    };
-                    wal.compact(limits).expect("compacts");
-                }
-                Op::Reopen => {
-                    wal.close().expect("closes");
-                    let (w, rec) = open(dir.path(), SEGMENT);
-                    wal = w;
-                    check_recovered(&rec, &model)?;
+        run(ops)?;
+    }
+}
+
+/// A case the random test once drew: a compaction run split by a rotation,
+/// its head copies' segment reclaimed after a purge, left a CopyEnd that
+/// recovery refused as corrupt.
+#[test]
+fn a_purge_after_compaction_leaves_a_journal_that_opens() {
+    use Op::*;
+    let ops = vec![
+        Append(2, 3, 0, 306),
+        State(0, 0),
+        Truncate(0, 0),
+        Truncate(0, 0),
+        Append(0, 5, 0, 205),
+        Append(1, 6, 0, 276),
+        Append(0, 4, 3, 189),
+        Compact(2940),
+        Append(0, 7, 0, 126),
+        Append(0, 5, 0, 389),
+        Purge(0, 8),
+        Compact(1930),
+        Compact(168),
+    ];
+    run(ops).expect("matches the model");
+}
+
+fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut wal, _) = open(dir.path(), SEGMENT);
+    let mut model: BTreeMap<u32, Model> = BTreeMap::new();
+    for (stamp, op) in ops.into_iter().enumerate() {
+        let stamp = stamp as u64;
+        match op {
+            Op::Append(g, n, back, size) => {
+                let m = model.entry(g).or_default();
+                let next = m.next();
+                let start = next - u64::from(back).min(next - m.lowest());
+                let entries: Vec<_> = (start..start + u64::from(n)).map(|i| (i, body(g, i, stamp, size))).collect();
+                m.entries.retain(|i, _| *i < start);
+                m.entries.extend(entries.iter().cloned());
+                wait(|d| wal.append(g, entries, false, d)).expect("append");
+            }
+            Op::Truncate(g, back) => {
+                let m = model.entry(g).or_default();
+                let since = m.next().saturating_sub(u64::from(back));
+                m.entries.retain(|i, _| *i < since);
+                wait(|d| wal.truncate(g, since, d)).expect("truncate");
+            }
+            Op::Purge(g, ahead) => {
+                let m = model.entry(g).or_default();
+                let upto = m.purged.as_ref().map_or(0, |(u, _)| *u) + u64::from(ahead);
+                let marker = Bytes::from(format!("purge {upto} at {stamp}"));
+                m.entries.retain(|i, _| *i > upto);
+                m.purged = Some((upto, marker.clone()));
+                wait(|d| wal.purge(g, upto, marker, d)).expect("purge");
+            }
+            Op::PurgeBackwards(g) => {
+                let m = model.entry(g).or_default();
+                if let Some(upto) = m.purged.as_ref().and_then(|(u, _)| u.checked_sub(1)) {
+                    wait(|d| wal.purge(g, upto, Bytes::from_static(b"ignored"), d)).expect("purge");
                 }
             }
-            check_reads(&wal, &model)?;
-            prop_assert_eq!(wal.stats().segments as usize, segments(dir.path()).len());
+            Op::State(g, slot) => {
+                let v = Bytes::from(format!("state {stamp}"));
+                model.entry(g).or_default().slots.insert(slot, v.clone());
+                wait(|d| wal.set_state(g, slot, v, d)).expect("state");
+            }
+            Op::Compact(budget) => {
+                let limits = ursula_wal::CompactLimits {
+                    budget: u64::from(budget),
+                    lagging_over: SEGMENT / 2,
+                    min_age: std::time::Duration::ZERO,
+                };
+                wal.compact(limits).expect("compacts");
+            }
+            Op::Reopen => {
+                wal.close().expect("closes");
+                let (w, rec) = open(dir.path(), SEGMENT);
+                wal = w;
+                check_recovered(&rec, &model)?;
+            }
         }
-        wal.close().expect("closes");
-        let (wal, rec) = open(dir.path(), SEGMENT);
-        check_recovered(&rec, &model)?;
         check_reads(&wal, &model)?;
+        prop_assert_eq!(wal.stats().segments as usize, segments(dir.path()).len());
     }
+    wal.close().expect("closes");
+    let (wal, rec) = open(dir.path(), SEGMENT);
+    check_recovered(&rec, &model)?;
+    check_reads(&wal, &model)?;
+    Ok(())
 }
