@@ -16,8 +16,10 @@ const FLUSH: &str =
     "flush_interval = \"100ms\"\nflush_size = \"1MiB\"\nmax_hot_size_per_group = \"8MiB\"\ncache_size = \"0\"\n";
 
 /// One voter on `s3` with `section`, a stream of 1.5 MB of random bytes
-/// written and at least 1 MB of it flushed; the node and the bytes.
-async fn flushed_stream(s3: &S3Server, id: &str, section: &str) -> (Node, Vec<u8>) {
+/// written and at least 1 MB of it flushed; the layout (which owns the
+/// node's directory: the node's free-space check fails once it is gone),
+/// the node and the bytes.
+async fn flushed_stream(s3: &S3Server, id: &str, section: &str) -> (Layout, Node, Vec<u8>) {
     let mut layout = Layout::new(1, id, 1, Planes::Shared);
     layout.sections = s3.cold_section(section);
     let node = layout.start(0);
@@ -29,13 +31,13 @@ async fn flushed_stream(s3: &S3Server, id: &str, section: &str) -> (Node, Vec<u8
     };
     append_all(&node, &body).await;
     wait_flushed(&node, 1_000_000).await;
-    (node, body)
+    (layout, node, body)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_read_of_a_large_span_fetches_its_blocks_and_a_damaged_block_fails_only_its_reads() {
     let s3 = S3Server::start().await;
-    let (node, body) = flushed_stream(&s3, "cold-blocks", FLUSH).await;
+    let (_layout, node, body) = flushed_stream(&s3, "cold-blocks", FLUSH).await;
 
     let (fetched, ranged) = (metric(&node, "cold_bytes_fetched").await, metric(&node, "cold_ranged_fetches").await);
     let read = node.get(&format!("{S}?offset={}&max_bytes=5000", offset(300_000))).send().await;
@@ -80,7 +82,7 @@ async fn a_small_read_of_a_large_span_fetches_its_blocks_and_a_damaged_block_fai
 async fn with_a_cache_a_read_fetches_the_blocks_after_it_ahead_of_the_next_read() {
     let s3 = S3Server::start().await;
     let section = FLUSH.replace("cache_size = \"0\"", "cache_size = \"64MiB\"");
-    let (node, body) = flushed_stream(&s3, "cold-ahead", &section).await;
+    let (_layout, node, body) = flushed_stream(&s3, "cold-ahead", &section).await;
     let first = node.get(&format!("{S}?offset={}&max_bytes=5000", offset(100_000))).send().await;
     first.expect(200);
     assert!(first.body == body[100_000..105_000]);
@@ -105,7 +107,7 @@ async fn a_catch_up_finds_each_next_span_read_ahead() {
     let section = FLUSH
         .replace("flush_size = \"1MiB\"", "flush_size = \"256KiB\"")
         .replace("cache_size = \"0\"", "cache_size = \"64MiB\"");
-    let (node, body) = flushed_stream(&s3, "cold-catch-up", &section).await;
+    let (_layout, node, body) = flushed_stream(&s3, "cold-catch-up", &section).await;
     // Five spans of 256 KiB (appends of 8 KiB); the rest stays hot.
     wait_flushed(&node, 5 * 256 * 1024).await;
     let cold = metric(&node, "cold_bytes_flushed").await as usize;

@@ -181,8 +181,19 @@ impl Index {
 
     /// A CopyEnd frame: the group's run becomes the copies of
     /// `first..=last` before it. Err when the copies are not that run.
-    pub fn copy_end(&mut self, group: u32, first: u64, last: u64) -> Result<(), String> {
+    ///
+    /// `in_oldest`: the CopyEnd is in the oldest segment left. Builds before
+    /// the writer kept a run within one segment could split it at a
+    /// rotation; once the group was purged past the head copies, their
+    /// segment held nothing live and was reclaimed. There the run starts at
+    /// its first copy present (none present: the whole run was dead).
+    pub fn copy_end(&mut self, group: u32, first: u64, last: u64, in_oldest: bool) -> Result<(), String> {
         let copies = self.copies.remove(&group).unwrap_or_default();
+        let first = match copies.first() {
+            Some((start, _)) if in_oldest && *start > first => *start,
+            None if in_oldest => return Ok(()),
+            _ => first,
+        };
         let contiguous = copies.iter().enumerate().all(|(k, (index, _))| first.checked_add(k as u64) == Some(*index));
         if !contiguous || copies.last().map(|(i, _)| *i) != Some(last) {
             return Err(format!(
@@ -428,18 +439,40 @@ mod tests {
         ix.copied(2, 7, sized(5, 0, 10));
         assert_eq!(ix.groups[&2].get(7), Some(sized(1, 0, 10)), "not before its end");
         ix.copied(2, 8, sized(5, 40, 10));
-        ix.copy_end(2, 7, 8).expect("the whole run");
+        ix.copy_end(2, 7, 8, false).expect("the whole run");
         assert_eq!(ix.groups[&2].get(7), Some(sized(5, 0, 10)));
         assert_eq!(ix.groups[&2].range(), Some((7, 8)));
         assert_eq!((ix.segments[&5].live, ix.segments[&2].live), (2, 0));
         // A copy with a gap, or with nothing, is refused and changes nothing.
         ix.copied(3, 1, sized(5, 80, 5));
         ix.copied(3, 3, sized(5, 90, 5));
-        assert!(ix.copy_end(3, 1, 3).is_err());
-        assert!(ix.copy_end(3, 1, 1).is_err(), "its copies were taken by the refused end");
+        assert!(ix.copy_end(3, 1, 3, false).is_err());
+        assert!(ix.copy_end(3, 1, 1, false).is_err(), "its copies were taken by the refused end");
         assert_eq!(ix.groups[&3].get(1), Some(sized(1, 20, 5)));
         // Below the purge point: refused.
         ix.copied(1, 4, sized(5, 99, 100));
-        assert!(ix.copy_end(1, 4, 4).is_err());
+        assert!(ix.copy_end(1, 4, 4, false).is_err());
+    }
+
+    #[test]
+    fn in_the_oldest_segment_a_run_whose_head_was_reclaimed_starts_at_its_first_copy() {
+        let mut ix = journal();
+        ix.add_segment(5);
+        // The run 6..=8 lost its head copy 6 with a reclaimed segment.
+        ix.copied(2, 7, sized(5, 0, 10));
+        ix.copied(2, 8, sized(5, 40, 10));
+        assert!(ix.copy_end(2, 6, 8, false).is_err(), "anywhere else it is corrupt");
+        ix.copied(2, 7, sized(5, 0, 10));
+        ix.copied(2, 8, sized(5, 40, 10));
+        ix.copy_end(2, 6, 8, true).expect("the copies present");
+        assert_eq!(ix.groups[&2].range(), Some((7, 8)));
+        assert_eq!(ix.groups[&2].get(7), Some(sized(5, 0, 10)));
+        // A run all of whose copies went changes nothing.
+        ix.copy_end(3, 1, 2, true).expect("nothing to apply");
+        assert_eq!(ix.groups[&3].get(1), Some(sized(1, 20, 5)));
+        // Copies with a gap stay corrupt.
+        ix.copied(3, 2, sized(5, 80, 5));
+        ix.copied(3, 4, sized(5, 90, 5));
+        assert!(ix.copy_end(3, 1, 4, true).is_err());
     }
 }

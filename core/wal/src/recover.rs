@@ -40,7 +40,7 @@ pub fn replay(dir: &Path) -> Result<Replayed, WalError> {
     let mut records = 0;
     for (i, &seq) in seqs.iter().enumerate() {
         let is_newest = i + 1 == seqs.len();
-        let (len, torn) = replay_segment(dir, seq, is_newest, &mut index, &mut records)?;
+        let (len, torn) = replay_segment(dir, seq, (i == 0, is_newest), &mut index, &mut records)?;
         torn_tail = torn;
         newest = Some((seq, len));
     }
@@ -52,7 +52,7 @@ pub fn replay(dir: &Path) -> Result<Replayed, WalError> {
 fn replay_segment(
     dir: &Path,
     seq: u64,
-    is_newest: bool,
+    (is_oldest, is_newest): (bool, bool),
     index: &mut Index,
     records: &mut u64,
 ) -> Result<(u64, Option<TornTail>), WalError> {
@@ -77,7 +77,7 @@ fn replay_segment(
                 return Ok((pos as u64, Some(torn)));
             }
         };
-        apply(index, seq, pos as u64, &f).map_err(corrupt)?;
+        apply(index, seq, is_oldest, pos as u64, &f).map_err(corrupt)?;
         *records += 1;
         pos += f.size();
     }
@@ -86,7 +86,7 @@ fn replay_segment(
 }
 
 /// Applies one verified frame; Err(reason) when its content makes no sense.
-fn apply(index: &mut Index, seq: u64, offset: u64, f: &Frame<'_>) -> Result<(), String> {
+fn apply(index: &mut Index, seq: u64, is_oldest: bool, offset: u64, f: &Frame<'_>) -> Result<(), String> {
     match f.kind {
         FrameKind::Entry => {
             let len = u32::try_from(f.payload.len()).map_err(|_| "entry larger than 4 GiB".to_string())?;
@@ -102,7 +102,7 @@ fn apply(index: &mut Index, seq: u64, offset: u64, f: &Frame<'_>) -> Result<(), 
         }
         FrameKind::CopyEnd => {
             let last = <[u8; 8]>::try_from(f.payload).map_err(|_| "a copy end without its last index".to_string())?;
-            index.copy_end(f.group, f.index, u64::from_le_bytes(last))?;
+            index.copy_end(f.group, f.index, u64::from_le_bytes(last), is_oldest)?;
         }
         FrameKind::Truncate => index.truncate(f.group, f.index),
         FrameKind::Purge => index.purge(f.group, f.index, Bytes::copy_from_slice(f.payload)),

@@ -110,7 +110,7 @@ impl Change {
             Change::Checkpoint(seq) => index.mark_checkpoint(seq),
             Change::Copied { group, index: i, loc } => index.copied(group, i, loc),
             Change::CopyEnd { group, first, last } => {
-                if let Err(e) = index.copy_end(group, first, last) {
+                if let Err(e) = index.copy_end(group, first, last, false) {
                     // The writer made the copies itself: this is a bug, and the
                     // run stays where it was.
                     tracing::error!(error = %e, "WAL: a compaction copy did not apply");

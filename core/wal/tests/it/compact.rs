@@ -175,3 +175,36 @@ fn a_copy_cut_short_by_a_crash_leaves_the_run_in_the_old_segments() {
     assert_entries(&wal, 1, 1, 3);
     wal.close().expect("closes");
 }
+
+/// Builds before `Writer::compact` kept a run in one segment could split one
+/// at a rotation; a purge past the head copies then let their segment go.
+/// Such a journal opens, its run starting at the first copy left.
+#[test]
+fn a_run_split_by_an_older_build_opens_once_its_head_segment_is_gone() {
+    use ursula_wal::frame::{FrameKind, encode};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let segment = |seq: u64| dir.path().join(format!("segment-{seq:020}.wal"));
+    let mut tail = Vec::new();
+    encode(&mut tail, FrameKind::Checkpoint, 0, 3, &[]);
+    encode(&mut tail, FrameKind::Copy, 1, 6, b"six");
+    encode(&mut tail, FrameKind::Copy, 1, 7, b"seven");
+    encode(&mut tail, FrameKind::CopyEnd, 1, 5, &7u64.to_le_bytes());
+    encode(&mut tail, FrameKind::Purge, 1, 5, b"m");
+    encode(&mut tail, FrameKind::Entry, 1, 8, b"eight");
+    std::fs::write(segment(3), &tail).expect("write");
+    let (wal, rec) = open(dir.path(), SEGMENT);
+    assert_eq!(rec.groups[&1].entries, Some((6, 8)));
+    for (index, body) in [(6, &b"six"[..]), (7, b"seven"), (8, b"eight")] {
+        assert_eq!(wal.read(1, index).expect("reads").as_deref(), Some(body));
+    }
+    wal.close().expect("closes");
+    // Behind an older segment the same run is missing copies: corrupt.
+    for path in segments(dir.path()) {
+        std::fs::remove_file(path).expect("remove");
+    }
+    let mut head = Vec::new();
+    encode(&mut head, FrameKind::Checkpoint, 0, 2, &[]);
+    std::fs::write(segment(2), &head).expect("write");
+    std::fs::write(segment(3), &tail).expect("write");
+    assert!(matches!(open_err(dir.path(), SEGMENT), ursula_wal::WalError::Corrupt { .. }));
+}
