@@ -100,6 +100,9 @@ mod cluster;
 // Issue 6: partitions (per-link TCP proxies), kill -9 and restarts under writers and linearizable readers.
 mod cluster_faults;
 
+// A group's replication pipelined: large and small appends reach the followers in order.
+mod cluster_pipeline;
+
 // Leadership: the admin transfer route, balance over the voters, hand-off on SIGTERM, failover figures, five voters.
 mod cluster_leadership;
 

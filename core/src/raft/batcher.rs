@@ -17,6 +17,7 @@ use tonic::transport::Channel;
 use ursula_proto::raft::v1 as pb;
 use ursula_proto::raft::v1::raft_service_client::RaftServiceClient;
 
+use super::batch_join::{Joined, Queued, Reply};
 use super::peer_error::PeerError;
 use super::transport_budget::Direction;
 
@@ -41,7 +42,12 @@ const LARGE_REQUEST: usize = 1024 * 1024;
 /// deadline (`heartbeat_interval`), and no call nears the message limit.
 const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
 
-use super::batch_join::{Joined, Queued, Reply};
+/// Whether `request` goes on the lane for large requests. Such a request
+/// may overtake, or be overtaken by, the batches: a group's pipeline sends
+/// it alone (`pipeline`).
+pub fn is_large(request: &pb::AppendEntriesRequest) -> bool {
+    request.encoded_len() >= LARGE_REQUEST
+}
 
 /// What the batchers of a node sent: batches (calls or stream messages)
 /// and the requests in them.
@@ -127,7 +133,7 @@ async fn run(call: Call, mut rx: mpsc::UnboundedReceiver<Queued>) {
             },
         };
         let mut bytes = first.request.encoded_len();
-        if bytes >= LARGE_REQUEST {
+        if is_large(&first.request) {
             let _ = bulk.send(first);
             continue;
         }
@@ -137,7 +143,7 @@ async fn run(call: Call, mut rx: mpsc::UnboundedReceiver<Queued>) {
             match rx.try_recv() {
                 Ok(item) => {
                     let len = item.request.encoded_len();
-                    if len >= LARGE_REQUEST {
+                    if is_large(&item.request) {
                         let _ = bulk.send(item);
                         continue;
                     }

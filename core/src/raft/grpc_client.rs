@@ -19,7 +19,7 @@ use tonic::{Response, Status};
 use ursula_proto::raft::v1 as pb;
 use ursula_proto::raft::v1::raft_service_client::RaftServiceClient;
 
-use super::batcher::{BatchStats, Batcher, Pending};
+use super::batcher::{BatchStats, Batcher};
 use super::pb as conv;
 use super::peer_error::PeerError;
 use super::refusals::{Direction, PeerRefusals};
@@ -395,46 +395,96 @@ impl GrpcPeer {
         rpc: &AppendEntriesRequest<TypeConfig>,
         option: &RPCOption,
     ) -> impl Future<Output = Rpc<AppendEntriesResponse<TypeConfig>>> + Send + use<> {
-        let queued = (|| -> Rpc<(Pending, Option<LogId>, Option<LogId>, std::time::Duration)> {
+        let (_, queue) = self.prepare_append(rpc, option);
+        queue()
+    }
+
+    /// Makes `rpc` ready to send: whether it is large (the batcher sends it
+    /// on its own lane), and the call that queues it and gives its answer.
+    fn prepare_append(
+        &self,
+        rpc: &AppendEntriesRequest<TypeConfig>,
+        option: &RPCOption,
+    ) -> (bool, impl FnOnce() -> AppendAnswer + Send + use<>) {
+        let prepared = (|| -> Rpc<Prepared> {
             let mut req = conv::append_request_to(self.peers.preamble(self.group), rpc).map_err(unreachable)?;
             // Bounded in bytes, whatever the entry sizes: the rest goes in the next call.
             let sent_up_to = bound_append(&mut req, rpc, MAX_APPEND_BYTES);
             let last = sent_up_to.or_else(|| rpc.entries.last().map(|e| e.log_id)).or(rpc.prev_log_id);
             let batcher = self.peers.batcher(&self.url).map_err(unreachable)?;
             let deadline = append_deadline(option, req.entries.iter().map(bytes::Bytes::len).sum());
-            Ok((batcher.enqueue(req, last.as_ref().map(conv::log_id_to)), sent_up_to, last, deadline))
+            Ok(Prepared { req, batcher, sent_up_to, last, deadline })
         })();
+        let large = prepared.as_ref().is_ok_and(|p| super::batcher::is_large(&p.req));
         let (peers, url) = (self.peers.clone(), self.url.clone());
         let (group, target, vote_term, prev) = (self.group, self.target, rpc.vote.leader_id.term, rpc.prev_log_id);
-        async move {
-            let (pending, sent_up_to, last, deadline) = queued?;
-            let sent = match tokio::time::timeout(deadline, pending.reply()).await {
-                Ok(sent) => sent,
-                Err(_) => Err(PeerError::Timeout { url: url.clone(), after: deadline }),
-            };
-            peers.observe(&url, &sent);
-            let reply = sent.map_err(unreachable)?;
-            let answer = conv::append_reply_from(reply).map_err(|r| refused(&peers, &url, r))?;
-            if answer.is_conflict() && prev.is_none() {
-                // Nothing precedes the first entry: no follower can disagree with it.
-                let detail = "a conflict before the first entry".to_owned();
-                return Err(unreachable(PeerError::Malformed { url, detail }));
-            }
-            let answered = match &answer {
-                AppendEntriesResponse::Success => Some(Answered::Took(last)),
-                AppendEntriesResponse::PartialSuccess(took) => Some(Answered::Took(*took)),
-                AppendEntriesResponse::Conflict => Some(Answered::Conflict),
-                AppendEntriesResponse::HigherVote(_) => None,
-            };
-            if let Some(answered) = answered {
-                peers.reversions.observe(group, target, vote_term, prev.as_ref(), answered);
-            }
-            match (answer, sent_up_to) {
-                // The follower took what was sent, not everything openraft asked for.
-                (AppendEntriesResponse::Success, Some(last)) => Ok(AppendEntriesResponse::PartialSuccess(Some(last))),
-                (answer, _) => Ok(answer),
-            }
+        let queue = move || -> AppendAnswer {
+            let queued = prepared.map(|Prepared { req, batcher, sent_up_to, last, deadline }| {
+                (batcher.enqueue(req, last.as_ref().map(conv::log_id_to)), sent_up_to, last, deadline)
+            });
+            Box::pin(async move {
+                let (pending, sent_up_to, last, deadline) = queued?;
+                let sent = match tokio::time::timeout(deadline, pending.reply()).await {
+                    Ok(sent) => sent,
+                    Err(_) => Err(PeerError::Timeout { url: url.clone(), after: deadline }),
+                };
+                peers.observe(&url, &sent);
+                let reply = sent.map_err(unreachable)?;
+                let answer = conv::append_reply_from(reply).map_err(|r| refused(&peers, &url, r))?;
+                if let Some(detail) = out_of_range(&answer, prev, last) {
+                    return Err(unreachable(PeerError::Malformed { url, detail }));
+                }
+                let answered = match &answer {
+                    AppendEntriesResponse::Success => Some(Answered::Took(last)),
+                    AppendEntriesResponse::PartialSuccess(took) => Some(Answered::Took(*took)),
+                    AppendEntriesResponse::Conflict => Some(Answered::Conflict),
+                    AppendEntriesResponse::HigherVote(_) => None,
+                };
+                if let Some(answered) = answered {
+                    peers.reversions.observe(group, target, vote_term, prev.as_ref(), answered);
+                }
+                match (answer, sent_up_to) {
+                    // The follower took what was sent, not everything openraft asked for.
+                    (AppendEntriesResponse::Success, Some(last)) => {
+                        Ok(AppendEntriesResponse::PartialSuccess(Some(last)))
+                    }
+                    (answer, _) => Ok(answer),
+                }
+            })
+        };
+        (large, queue)
+    }
+}
+
+/// An AppendEntries ready to queue on its peer's batcher.
+struct Prepared {
+    req: pb::AppendEntriesRequest,
+    batcher: Batcher,
+    /// Where `bound_append` cut the entries, if it did.
+    sent_up_to: Option<LogId>,
+    /// The last log id the request reaches.
+    last: Option<LogId>,
+    deadline: std::time::Duration,
+}
+
+/// The answer to come of one queued AppendEntries.
+type AppendAnswer = BoxFuture<'static, Rpc<AppendEntriesResponse<TypeConfig>>>;
+
+/// Why a follower's answer to a request from `prev` through `last` cannot
+/// be true: a conflict before the first entry (nothing precedes it to
+/// disagree with), or a part taken outside the range sent. openraft
+/// asserts on such answers, so they are the peer's malformed replies.
+fn out_of_range(
+    answer: &AppendEntriesResponse<TypeConfig>,
+    prev: Option<LogId>,
+    last: Option<LogId>,
+) -> Option<String> {
+    match answer {
+        AppendEntriesResponse::Conflict if prev.is_none() => Some("a conflict before the first entry".to_owned()),
+        AppendEntriesResponse::PartialSuccess(took) if *took < prev || *took > last => {
+            Some(format!("a part taken up to {took:?}, outside {prev:?}..={last:?}"))
         }
+        _ => None,
     }
 }
 
@@ -475,20 +525,15 @@ impl RaftNetworkV2<TypeConfig> for GrpcPeer {
     where
         S: futures_util::Stream<Item = AppendEntriesRequest<TypeConfig>> + OptionalSend + Unpin + 'static,
     {
-        use futures_util::StreamExt;
         let peer: &GrpcPeer = self;
-        let answers = input
-            .map(move |rpc| {
-                let (prev, last) = (rpc.prev_log_id, rpc.entries.last().map(|e| e.log_id).or(rpc.prev_log_id));
-                let answer = peer.queue_append(&rpc, &option);
+        let answers = super::pipeline::pipeline(input, PIPELINE_DEPTH, move |rpc| {
+            let (prev, last) = (rpc.prev_log_id, rpc.entries.last().map(|e| e.log_id).or(rpc.prev_log_id));
+            let (large, queue) = peer.prepare_append(&rpc, &option);
+            (large, move || {
+                let answer = queue();
                 async move { stream_result(answer.await, prev, last) }
             })
-            .buffered(PIPELINE_DEPTH)
-            // openraft ends a pipeline at its first failure or part taken: so does this one.
-            .scan(true, |going, (result, goes_on)| {
-                let item = std::mem::replace(going, goes_on).then_some(result);
-                std::future::ready(item)
-            });
+        });
         let answers: BoxStream<'s, _> = Box::pin(answers);
         Box::pin(async move { Ok(answers) })
     }
@@ -616,5 +661,27 @@ mod tests {
         let option = RPCOption::new(Duration::from_millis(100));
         assert_eq!(append_deadline(&option, 0), option.soft_ttl(), "a heartbeat keeps openraft's deadline");
         assert_eq!(append_deadline(&option, 32 * 1024 * 1024), option.soft_ttl() + Duration::from_secs(4));
+    }
+
+    #[test]
+    fn an_answer_outside_the_range_sent_is_malformed() {
+        use AppendEntriesResponse as A;
+        let id = |term: u64, i: u64| Some(LogId::new(CommittedLeaderId::new(term, 1), i));
+        let (prev, last) = (id(2, 5), id(2, 9));
+        for (answer, bad) in [
+            (A::Success, false),
+            (A::Conflict, false),
+            (A::PartialSuccess(prev), false),
+            (A::PartialSuccess(id(2, 7)), false),
+            (A::PartialSuccess(last), false),
+            (A::PartialSuccess(None), true),
+            (A::PartialSuccess(id(2, 4)), true),
+            (A::PartialSuccess(id(1, 7)), true),
+            (A::PartialSuccess(id(2, 10)), true),
+        ] {
+            assert_eq!(out_of_range(&answer, prev, last).is_some(), bad, "{answer:?}");
+        }
+        assert!(out_of_range(&A::Conflict, None, id(2, 3)).is_some(), "a conflict before the first entry");
+        assert!(out_of_range(&A::PartialSuccess(None), None, id(2, 3)).is_none(), "nothing taken from the start");
     }
 }

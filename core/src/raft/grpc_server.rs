@@ -222,9 +222,21 @@ impl RaftServer {
         // leader retries), so its log cannot fill the filesystem it needs
         // for the snapshot that frees it; heartbeats still keep the term.
         if !req.entries.is_empty() && self.limits.disk.under_pressure() {
+            // The rest (vote, previous log id, commit) still reaches Raft,
+            // as a heartbeat would: a heartbeat joined into this request
+            // (`batch_join`) still keeps the term and the leader's lease.
+            let mut beat = req;
+            beat.entries.clear();
+            let _ = self.deliver(beat, from).await;
             let why = "the WAL filesystem is below raft.wal.min_available_size".to_string();
             return pb::AppendEntriesReply { result: Some(R::Refusal(self.refusal(Kind::DiskPressure, why))) };
         }
+        self.deliver(req, from).await
+    }
+
+    /// Hands a checked request to its group's Raft.
+    async fn deliver(&self, req: pb::AppendEntriesRequest, from: Option<SocketAddr>) -> pb::AppendEntriesReply {
+        use pb::append_entries_reply::Result as R;
         let preamble = req.preamble.clone();
         let reply = match self.prepare(preamble.as_ref(), from, || conv::append_request_from(req)) {
             Ok((raft, rpc)) => raft.append_entries(rpc).await.map_err(|e| self.refusal(Kind::Fatal, e.to_string())),

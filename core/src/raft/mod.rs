@@ -50,6 +50,7 @@ mod maintenance;
 mod network;
 mod pb;
 mod peer_error;
+mod pipeline;
 mod recovery_gate;
 mod refusals;
 mod reversions;

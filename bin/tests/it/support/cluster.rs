@@ -38,7 +38,9 @@ pub enum Planes {
 }
 
 pub struct Layout {
-    pub dir: tempfile::TempDir,
+    /// Shared with every node started from the layout, so that dropping
+    /// the layout first never removes a running node's directory.
+    pub dir: std::sync::Arc<tempfile::TempDir>,
     pub cluster_id: String,
     pub group_count: u32,
     pub planes: Planes,
@@ -63,7 +65,7 @@ impl Layout {
             Planes::Separate => (0..voters).map(|_| free_port()).collect(),
         };
         let admin = (0..voters).map(|_| free_port()).collect();
-        let dir = tempfile::tempdir().expect("tempdir");
+        let dir = std::sync::Arc::new(tempfile::tempdir().expect("tempdir"));
         Layout {
             dir,
             cluster_id: cluster_id.into(),
@@ -142,7 +144,9 @@ impl Layout {
     }
 
     pub fn start(&self, i: usize) -> Node {
-        Node::spawn(&self.args(i), None)
+        let mut node = Node::spawn(&self.args(i), None);
+        node.share_dir(self.dir.clone());
+        node
     }
 }
 

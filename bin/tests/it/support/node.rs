@@ -22,6 +22,9 @@ pub struct Node {
     host: Host,
     /// The WAL of a node on the Raft engine, removed with the node.
     _data: Option<tempfile::TempDir>,
+    /// A directory shared with other nodes (a [`cluster::Layout`]'s), kept
+    /// as long as any of them runs.
+    _shared_dir: Option<std::sync::Arc<tempfile::TempDir>>,
     /// With `URSULA_TEST_ENGINE=gateway`: the voters behind this gateway.
     _voters: Vec<Node>,
     _layout: Option<cluster::Layout>,
@@ -218,7 +221,7 @@ impl Node {
             .build()
             .expect("building the HTTP client");
         let base = format!("http://{addr}");
-        Node { host, _data: data, _voters: Vec::new(), _layout: None, base, addr, client }
+        Node { host, _data: data, _shared_dir: None, _voters: Vec::new(), _layout: None, base, addr, client }
     }
 
     /// Lets `by` of the node's time pass: an in-process node's clock moves
@@ -262,6 +265,10 @@ impl Node {
     }
 
     /// Keeps the voters behind a gateway (and their files) alive with it.
+    pub(super) fn share_dir(&mut self, dir: std::sync::Arc<tempfile::TempDir>) {
+        self._shared_dir = Some(dir);
+    }
+
     pub(super) fn keep_voters(&mut self, voters: Vec<Node>, layout: cluster::Layout) {
         self._voters = voters;
         self._layout = Some(layout);
