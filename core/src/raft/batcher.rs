@@ -42,6 +42,13 @@ const LARGE_REQUEST: usize = 1024 * 1024;
 /// deadline (`heartbeat_interval`), and no call nears the message limit.
 const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
 
+/// How long a batch call of `bytes` may take: `STREAM_STALL`, plus the
+/// bytes at the slowest rate an append's own deadline allows for.
+fn call_deadline(bytes: usize) -> std::time::Duration {
+    let transfer_ms = (bytes as u64).saturating_mul(1000) / super::grpc_client::SLOWEST_PAYLOAD_BYTES_PER_SEC;
+    STREAM_STALL + std::time::Duration::from_millis(transfer_ms)
+}
+
 /// Whether `request` goes on the lane for large requests. Such a request
 /// may overtake, or be overtaken by, the batches: a group's pipeline sends
 /// it alone (`pipeline`).
@@ -117,6 +124,11 @@ async fn run(call: Call, mut rx: mpsc::UnboundedReceiver<Queued>) {
     let lane = call.clone();
     tokio::spawn(async move {
         while let Some(item) = large.recv().await {
+            // Its waiter gave up (its deadline passed, or its pipeline
+            // ended): openraft sends it again, so its megabytes wait no more.
+            if item.reply.is_closed() {
+                continue;
+            }
             let bytes = item.request.encoded_len();
             lane.call(vec![Joined::alone(item)], bytes).await;
         }
@@ -195,13 +207,25 @@ impl Call {
         let _charged = self.budget.charge(bytes).await;
         self.count(&items);
         let (requests, waiters) = split(items);
-        let replies = self.unary(pb::AppendEntriesBatchRequest { requests }).await;
+        let replies = self.unary(pb::AppendEntriesBatchRequest { requests }, bytes).await;
         self.answer(waiters, replies);
     }
 
-    async fn unary(&self, batch: pb::AppendEntriesBatchRequest) -> Result<pb::AppendEntriesBatchReply, PeerError> {
-        let sent = self.client.clone().append_entries_batch(batch).await;
-        sent.map(|r| r.into_inner()).map_err(|status| PeerError::Status { url: self.url.clone(), status })
+    /// One batch call of `bytes`, given up once it outlasts the stall time
+    /// and the bytes' transfer at the slowest rate (a peer that swallows
+    /// calls must not hold the lane, and its budget charge, for good).
+    async fn unary(
+        &self,
+        batch: pb::AppendEntriesBatchRequest,
+        bytes: usize,
+    ) -> Result<pb::AppendEntriesBatchReply, PeerError> {
+        let after = call_deadline(bytes);
+        match tokio::time::timeout(after, self.client.clone().append_entries_batch(batch)).await {
+            Ok(sent) => {
+                sent.map(|r| r.into_inner()).map_err(|status| PeerError::Status { url: self.url.clone(), status })
+            }
+            Err(_) => Err(PeerError::Timeout { url: self.url.clone(), after }),
+        }
     }
 
     /// Sends `items` as one batch on the peer's stream (opened first when
@@ -217,7 +241,7 @@ impl Call {
         }
         let replies = match link {
             // The peer has no stream: this batch, and the next ones, as calls.
-            Link::Unary => self.unary(batch).await,
+            Link::Unary => self.unary(batch, bytes).await,
             Link::Open { batches, replies } => match round_trip(batches, replies, batch).await {
                 Some(reply) => Ok(reply),
                 None => Err(self.lost(link)),

@@ -216,3 +216,17 @@ async fn a_groups_requests_queued_together_reach_the_peer_as_one() {
     assert_eq!(seen.stream_requests.load(Ordering::SeqCst), 1, "one request carried all three");
     assert_eq!(stats.joined_requests.load(Ordering::SeqCst), 2);
 }
+
+#[tokio::test]
+async fn a_large_request_whose_waiter_is_gone_is_not_sent() {
+    let (batcher, seen, _) = start(true, false).await;
+    let large = || pb::AppendEntriesRequest { entries: vec![bytes::Bytes::from(vec![0u8; 2 << 20])], ..request(3) };
+    // Both queued before the batcher runs; the second's waiter leaves at once.
+    let kept = batcher.enqueue(large(), None);
+    drop(batcher.enqueue(large(), None));
+    let reply = kept.reply().await;
+    assert!(succeeded(std::slice::from_ref(&reply)), "{reply:?}");
+    // Time for a wrongly sent second call to arrive.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(seen.calls.load(Ordering::SeqCst), 1, "only the large request still awaited went");
+}

@@ -39,7 +39,7 @@ const MAX_APPEND_BYTES: usize = super::log_store::MAX_REPLICATION_BYTES;
 /// openraft's deadline for a replication call is the heartbeat interval,
 /// right for a heartbeat but not for a 32 MiB entry: a call cut off at that
 /// deadline is resent whole and cut off again, and the entry never commits.
-const SLOWEST_PAYLOAD_BYTES_PER_SEC: u64 = 8 * 1024 * 1024;
+pub(super) const SLOWEST_PAYLOAD_BYTES_PER_SEC: u64 = 8 * 1024 * 1024;
 
 /// The deadline of an AppendEntries call of `payload` bytes: openraft's
 /// soft deadline, plus the time the bytes take at the slowest rate.
