@@ -314,7 +314,13 @@ impl Model {
                 g.purged = Some((f.index, f.payload.to_vec()));
             }
             FrameKind::Copy => {
-                self.copies.entry(f.group).or_default().push((f.index, f.payload.to_vec()));
+                // A copy that does not continue the pending ones starts a new
+                // run (those were cut short by a crash before their end).
+                let pending = self.copies.entry(f.group).or_default();
+                if pending.last().is_some_and(|(last, _)| last.checked_add(1) != Some(f.index)) {
+                    pending.clear();
+                }
+                pending.push((f.index, f.payload.to_vec()));
             }
             FrameKind::CopyEnd => {
                 // The group's run becomes exactly the copies first..=last.
@@ -322,7 +328,8 @@ impl Model {
                 // In the oldest segment the run's head may have gone with a
                 // reclaimed segment: it starts at its first copy there, and
                 // with no copy there it changes nothing.
-                let copies = self.copies.remove(&f.group).unwrap_or_default();
+                let mut copies = self.copies.remove(&f.group).unwrap_or_default();
+                copies.retain(|(i, _)| *i >= f.index);
                 let first = match copies.first() {
                     Some((start, _)) if oldest && *start > f.index => *start,
                     None if oldest => return Some(()),

@@ -173,10 +173,17 @@ impl Index {
         g.purged = Some((upto, marker));
     }
 
-    /// A Copy frame: held until its group's CopyEnd.
+    /// A Copy frame: held until its group's CopyEnd. One that does not
+    /// continue the group's pending copies starts a new run: those were a
+    /// run a crash cut short before its CopyEnd (dead bytes, kept in the
+    /// segment when the torn tail after them was cut).
     pub fn copied(&mut self, group: u32, index: u64, loc: Loc) {
         self.segments.entry(loc.segment).or_default().entries += 1;
-        self.copies.entry(group).or_default().push((index, loc));
+        let pending = self.copies.entry(group).or_default();
+        if pending.last().is_some_and(|(last, _)| last.checked_add(1) != Some(index)) {
+            pending.clear();
+        }
+        pending.push((index, loc));
     }
 
     /// A CopyEnd frame: the group's run becomes the copies of
@@ -188,7 +195,9 @@ impl Index {
     /// segment held nothing live and was reclaimed. There the run starts at
     /// its first copy present (none present: the whole run was dead).
     pub fn copy_end(&mut self, group: u32, first: u64, last: u64, in_oldest: bool) -> Result<(), String> {
-        let copies = self.copies.remove(&group).unwrap_or_default();
+        let mut copies = self.copies.remove(&group).unwrap_or_default();
+        // Pending copies below `first`: a run cut short that this one continued.
+        copies.retain(|(index, _)| *index >= first);
         let first = match copies.first() {
             Some((start, _)) if in_oldest && *start > first => *start,
             None if in_oldest => return Ok(()),
@@ -470,9 +479,14 @@ mod tests {
         // A run all of whose copies went changes nothing.
         ix.copy_end(3, 1, 2, true).expect("nothing to apply");
         assert_eq!(ix.groups[&3].get(1), Some(sized(1, 20, 5)));
-        // Copies with a gap stay corrupt.
+        // A copy after a gap starts a new run (the one before it was cut
+        // short): elsewhere than in the oldest segment, one missing its head.
         ix.copied(3, 2, sized(5, 80, 5));
         ix.copied(3, 4, sized(5, 90, 5));
-        assert!(ix.copy_end(3, 1, 4, true).is_err());
+        assert!(ix.copy_end(3, 1, 4, false).is_err());
+        ix.copied(3, 2, sized(5, 80, 5));
+        ix.copied(3, 4, sized(5, 90, 5));
+        ix.copy_end(3, 4, 4, false).expect("the run after the gap");
+        assert_eq!(ix.groups[&3].range(), Some((4, 4)));
     }
 }

@@ -612,6 +612,14 @@ impl Writer {
         if dead.is_empty() {
             return;
         }
+        // The checkpoint that carries the dead segments' slots and purge
+        // records (and the newer segments' names) must be on disk before
+        // they go: with `Never`, or after a pass that sealed a segment and
+        // copied nothing, it may not be yet.
+        if let Err(e) = self.fsync() {
+            self.fail(&e);
+            return;
+        }
         let started = Instant::now();
         self.reclaim_segments(dead);
         let took = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);

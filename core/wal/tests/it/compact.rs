@@ -208,3 +208,52 @@ fn a_run_split_by_an_older_build_opens_once_its_head_segment_is_gone() {
     std::fs::write(segment(3), &tail).expect("write");
     assert!(matches!(open_err(dir.path(), SEGMENT), ursula_wal::WalError::Corrupt { .. }));
 }
+
+/// A run a crash cut short leaves complete Copy frames before the cut; a
+/// later run of the same group in a segment kept on disk opens as itself.
+#[test]
+fn copies_of_a_run_cut_short_do_not_spoil_a_later_run_of_the_group() {
+    use ursula_wal::frame::{FrameKind, encode};
+    for (later_first, expected) in [(5u64, (5u64, 6u64)), (7, (7, 7))] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut journal = Vec::new();
+        encode(&mut journal, FrameKind::Checkpoint, 0, 1, &[]);
+        for i in 1..=6 {
+            encode(&mut journal, FrameKind::Entry, 1, i, b"old");
+        }
+        // The cut run: copies of 5 and 6, no CopyEnd.
+        encode(&mut journal, FrameKind::Copy, 1, 5, b"stale");
+        encode(&mut journal, FrameKind::Copy, 1, 6, b"stale");
+        encode(&mut journal, FrameKind::Entry, 2, 1, b"other group");
+        if later_first == 7 {
+            encode(&mut journal, FrameKind::Entry, 1, 7, b"seven");
+            encode(&mut journal, FrameKind::Purge, 1, 6, b"m");
+        }
+        for i in later_first..=expected.1 {
+            encode(&mut journal, FrameKind::Copy, 1, i, format!("copy {i}").as_bytes());
+        }
+        encode(&mut journal, FrameKind::CopyEnd, 1, later_first, &expected.1.to_le_bytes());
+        std::fs::write(dir.path().join(format!("segment-{:020}.wal", 1)), &journal).expect("write");
+        let (wal, rec) = open(dir.path(), SEGMENT);
+        assert_eq!(rec.groups[&1].entries, Some(expected));
+        for i in expected.0..=expected.1 {
+            assert_eq!(wal.read(1, i).expect("reads").as_deref(), Some(format!("copy {i}").as_bytes()));
+        }
+        wal.close().expect("closes");
+    }
+}
+
+/// Reclaim deletes segments only once the checkpoint that carries their
+/// slots and purge records is on disk, whatever the fsync policy.
+#[test]
+fn segments_are_deleted_only_after_their_replacement_is_synced() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (wal, _) = open(dir.path(), SEGMENT);
+    append(&wal, 1, 1, 200);
+    assert!(segments(dir.path()).len() > 2, "the entries span segments");
+    let fsyncs = wal.stats().fsyncs;
+    purge(&wal, 1, 200);
+    assert!(wal.stats().reclaimed_segments > 0, "the purge freed segments");
+    assert!(wal.stats().fsyncs > fsyncs, "an fsync came before the deletes (policy Never)");
+    wal.close().expect("closes");
+}
