@@ -369,8 +369,8 @@ impl Wal {
     /// the thread writing at that moment, which takes it in its batch. For
     /// a simulation that must not depend on a thread's timing, and for
     /// `Fsync::Never`, where a write is a copy into the page cache: the
-    /// rare requests that fsync (states, synced appends, a rotation past
-    /// `MAX_UNSYNCED` segments) then wait on the caller's thread.
+    /// rare requests that fsync (states, synced appends, a rotation) then
+    /// wait on the caller's thread.
     pub fn open_inline(options: WalOptions) -> Result<(Wal, Recovered), WalError> {
         let (shared, tx, writer, recovered) = Self::prepare(&options)?;
         let runner = Runner::Inline(InlineWriter::new(writer));

@@ -257,3 +257,18 @@ fn segments_are_deleted_only_after_their_replacement_is_synced() {
     assert!(wal.stats().fsyncs > fsyncs, "an fsync came before the deletes (policy Never)");
     wal.close().expect("closes");
 }
+
+/// Under `Never` too, a segment is synced before the next one exists: a
+/// power loss may then cut only the newest segment's tail, which recovery
+/// cuts, never a sealed segment's, which it would refuse.
+#[test]
+fn a_rotation_syncs_the_sealed_segment_whatever_the_policy() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (wal, _) = open(dir.path(), SEGMENT);
+    let (fsyncs, rotations) = (wal.stats().fsyncs, wal.stats().rotations);
+    append(&wal, 1, 1, 200);
+    let rotated = wal.stats().rotations - rotations;
+    assert!(rotated >= 2, "the entries span segments");
+    assert!(wal.stats().fsyncs - fsyncs >= rotated, "one fsync per sealed segment at least (policy Never)");
+    wal.close().expect("closes");
+}
