@@ -8,6 +8,7 @@
 use std::time::{Duration, Instant};
 
 use crate::cluster::wait_ready;
+use crate::disk_pressure::leader;
 use crate::support::Node;
 use crate::support::cluster::{Layout, Planes};
 
@@ -18,19 +19,6 @@ async fn metrics(node: &Node) -> serde_json::Value {
     node.get("/__ursula/metrics").send().await.expect(200).json()
 }
 
-async fn leader(nodes: &[Node]) -> &Node {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        for node in nodes {
-            if metrics(node).await["raft_leaderships"].as_u64() > Some(0) {
-                return node;
-            }
-        }
-        assert!(Instant::now() < deadline, "no leader");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_and_small_appends_of_one_group_reach_the_followers_in_order() {
     let layout = Layout::new(3, "pipeline", 1, Planes::Shared);
@@ -38,7 +26,7 @@ async fn large_and_small_appends_of_one_group_reach_the_followers_in_order() {
     for node in &nodes {
         wait_ready(node).await;
     }
-    let leading = leader(&nodes).await;
+    let leading = leader(&nodes.iter().collect::<Vec<_>>()).await;
     leading.create("/pipe/big", BIN).await.expect(201);
     leading.create("/pipe/small", BIN).await.expect(201);
     let big = async {

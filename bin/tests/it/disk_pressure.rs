@@ -53,8 +53,8 @@ async fn metric(node: &Node, name: &str) -> u64 {
     m[name].as_u64().or_else(|| m[name].as_bool().map(u64::from)).unwrap_or_else(|| panic!("no {name} in {m}"))
 }
 
-/// The voter of the two that leads the one group.
-async fn leader<'a>(voters: &[&'a Node]) -> &'a Node {
+/// The voter of `voters` that leads the one group.
+pub async fn leader<'a>(voters: &[&'a Node]) -> &'a Node {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         for v in voters {
@@ -62,7 +62,7 @@ async fn leader<'a>(voters: &[&'a Node]) -> &'a Node {
                 return v;
             }
         }
-        assert!(Instant::now() < deadline, "no leader among voters 1 and 2");
+        assert!(Instant::now() < deadline, "no leader among the voters");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

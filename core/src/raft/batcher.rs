@@ -45,15 +45,14 @@ const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
 /// How long a batch call of `bytes` may take: `STREAM_STALL`, plus the
 /// bytes at the slowest rate an append's own deadline allows for.
 fn call_deadline(bytes: usize) -> std::time::Duration {
-    let transfer_ms = (bytes as u64).saturating_mul(1000) / super::grpc_client::SLOWEST_PAYLOAD_BYTES_PER_SEC;
-    STREAM_STALL + std::time::Duration::from_millis(transfer_ms)
+    STREAM_STALL + super::grpc_client::slowest_transfer(bytes)
 }
 
-/// Whether `request` goes on the lane for large requests. Such a request
-/// may overtake, or be overtaken by, the batches: a group's pipeline sends
-/// it alone (`pipeline`).
-pub fn is_large(request: &pb::AppendEntriesRequest) -> bool {
-    request.encoded_len() >= LARGE_REQUEST
+/// Whether a request of `encoded_len` bytes goes on the lane for large
+/// requests. Such a request may overtake, or be overtaken by, the batches:
+/// a group's pipeline sends it alone (`pipeline`).
+pub fn is_large(encoded_len: usize) -> bool {
+    encoded_len >= LARGE_REQUEST
 }
 
 /// What the batchers of a node sent: batches (calls or stream messages)
@@ -145,7 +144,7 @@ async fn run(call: Call, mut rx: mpsc::UnboundedReceiver<Queued>) {
             },
         };
         let mut bytes = first.request.encoded_len();
-        if is_large(&first.request) {
+        if is_large(bytes) {
             let _ = bulk.send(first);
             continue;
         }
@@ -155,7 +154,7 @@ async fn run(call: Call, mut rx: mpsc::UnboundedReceiver<Queued>) {
             match rx.try_recv() {
                 Ok(item) => {
                     let len = item.request.encoded_len();
-                    if is_large(&item.request) {
+                    if is_large(len) {
                         let _ = bulk.send(item);
                         continue;
                     }

@@ -39,13 +39,17 @@ const MAX_APPEND_BYTES: usize = super::log_store::MAX_REPLICATION_BYTES;
 /// openraft's deadline for a replication call is the heartbeat interval,
 /// right for a heartbeat but not for a 32 MiB entry: a call cut off at that
 /// deadline is resent whole and cut off again, and the entry never commits.
-pub(super) const SLOWEST_PAYLOAD_BYTES_PER_SEC: u64 = 8 * 1024 * 1024;
+const SLOWEST_PAYLOAD_BYTES_PER_SEC: u64 = 8 * 1024 * 1024;
 
 /// The deadline of an AppendEntries call of `payload` bytes: openraft's
 /// soft deadline, plus the time the bytes take at the slowest rate.
 fn append_deadline(option: &RPCOption, payload: usize) -> std::time::Duration {
-    let transfer_ms = (payload as u64).saturating_mul(1000) / SLOWEST_PAYLOAD_BYTES_PER_SEC;
-    option.soft_ttl() + std::time::Duration::from_millis(transfer_ms)
+    option.soft_ttl() + slowest_transfer(payload)
+}
+
+/// How long `bytes` take at the slowest rate a replication call allows for.
+pub(super) fn slowest_transfer(bytes: usize) -> std::time::Duration {
+    std::time::Duration::from_millis((bytes as u64).saturating_mul(1000) / SLOWEST_PAYLOAD_BYTES_PER_SEC)
 }
 
 /// Cuts `req` to the longest prefix of entries within `max_bytes` (at least
@@ -415,7 +419,7 @@ impl GrpcPeer {
             let deadline = append_deadline(option, req.entries.iter().map(bytes::Bytes::len).sum());
             Ok(Prepared { req, batcher, sent_up_to, last, deadline })
         })();
-        let large = prepared.as_ref().is_ok_and(|p| super::batcher::is_large(&p.req));
+        let large = prepared.as_ref().is_ok_and(|p| super::batcher::is_large(prost::Message::encoded_len(&p.req)));
         let (peers, url) = (self.peers.clone(), self.url.clone());
         let (group, target, vote_term, prev) = (self.group, self.target, rpc.vote.leader_id.term, rpc.prev_log_id);
         let queue = move || -> AppendAnswer {
