@@ -113,7 +113,12 @@ fn router(dir: &Path) {
 fn wal_frame(dir: &Path) {
     const SEPARATOR: &[u8] = b"--SEG--\n";
     let tmp = tempfile::tempdir().expect("tempdir");
-    let options = WalOptions { dir: tmp.path().to_path_buf(), fsync: Fsync::Never, segment_size: 4096 };
+    let options = WalOptions {
+        dir: tmp.path().to_path_buf(),
+        fsync: Fsync::Never,
+        segment_size: 4096,
+        cut_damage_before_valid_frames: false,
+    };
     let (wal, _) = Wal::open(options).expect("opens");
     let wait = |f: &dyn Fn(ursula_wal::Done)| {
         let (tx, rx) = mpsc::channel();
@@ -145,7 +150,12 @@ fn wal_frame(dir: &Path) {
     write(dir, "writer_segment", &[&[mode][..], one].concat());
     // The same journal, rotated into more segments by a second writer run.
     let tmp2 = tempfile::tempdir().expect("tempdir");
-    let options = WalOptions { dir: tmp2.path().to_path_buf(), fsync: Fsync::Never, segment_size: 4096 };
+    let options = WalOptions {
+        dir: tmp2.path().to_path_buf(),
+        fsync: Fsync::Never,
+        segment_size: 4096,
+        cut_damage_before_valid_frames: false,
+    };
     let (wal, _) = Wal::open(options).expect("opens");
     wait(&|done| wal.set_state(3, 1, Bytes::from_static(b"membership"), done));
     for i in 1..=3u64 {

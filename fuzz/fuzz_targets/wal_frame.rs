@@ -13,8 +13,11 @@
 //! Properties: the decoder either refuses with the right reason or returns
 //! a frame that re-encodes to exactly the bytes it came from. Recovery never
 //! panics; it refuses (`Corrupt`) exactly when a model of the documented
-//! rules does; otherwise it keeps exactly the valid prefix of the newest
-//! segment (cut on disk, reported), every entry it reports reads back as
+//! rules does (damage in the newest segment that valid frames follow is
+//! refused or cut, as the input picks the owner's option); otherwise it
+//! keeps exactly the valid prefix of the newest segment (cut on disk,
+//! reported, and recorded until settled when the cut may lose
+//! acknowledged entries), every entry it reports reads back as
 //! the last frame that wrote it, and a second open finds the same state
 //! and no torn tail (when a forged Checkpoint frame does not carry the
 //! slots and purge records it must: the same entries of every group whose
@@ -29,7 +32,7 @@ use bytes::Bytes;
 use libfuzzer_sys::arbitrary::{self, Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use ursula_wal::frame::{self, Bad, FrameKind, HEADER, MAGIC, VERSION};
-use ursula_wal::{Fsync, Recovered, RecoveredGroup, Wal, WalError, WalOptions};
+use ursula_wal::{Damage, Fsync, Recovered, RecoveredGroup, Wal, WalError, WalOptions};
 
 const SEPARATOR: &[u8] = b"--SEG--\n";
 const MAX_SEGMENTS: usize = 4;
@@ -226,8 +229,8 @@ struct Group {
 #[derive(Debug, Default)]
 struct Model {
     groups: BTreeMap<u32, Group>,
-    /// (offset, bytes dropped, a whole frame failed its checksum)
-    torn: Option<(u64, u64, bool)>,
+    /// (offset, bytes dropped, what was found there)
+    torn: Option<(u64, u64, Damage)>,
     /// The newest segment's length after the cut.
     newest_len: u64,
     /// Every Checkpoint frame kept the WAL's contract: the State and Purge
@@ -244,7 +247,7 @@ struct Model {
 }
 
 /// What recovery must find, per the documented rules; `None`: corruption.
-fn model(segments: &[(u64, Vec<u8>)]) -> Option<Model> {
+fn model(segments: &[(u64, Vec<u8>)], cut_damage_before_valid_frames: bool) -> Option<Model> {
     let mut m = Model { checkpoints_complete: true, ..Model::default() };
     for (i, (seq, data)) in segments.iter().enumerate() {
         let newest = i + 1 == segments.len();
@@ -259,10 +262,15 @@ fn model(segments: &[(u64, Vec<u8>)]) -> Option<Model> {
                 }
                 Err(bad) => {
                     let later_frame = (pos + 1..data.len()).any(|at| frame::decode(&data[at..]).is_ok());
-                    if !bad.may_be_torn() || !newest || later_frame {
+                    if !bad.may_be_torn() || !newest || (later_frame && !cut_damage_before_valid_frames) {
                         return None;
                     }
-                    m.torn = Some((pos as u64, (data.len() - pos) as u64, bad == Bad::Checksum));
+                    let damage = match bad {
+                        _ if later_frame => Damage::InvalidBeforeValid,
+                        Bad::Short => Damage::CutShort,
+                        _ => Damage::Invalid,
+                    };
+                    m.torn = Some((pos as u64, (data.len() - pos) as u64, damage));
                     break;
                 }
             }
@@ -378,8 +386,8 @@ impl Model {
 
 // ---- recovery through the public API ----
 
-fn options(dir: &Path) -> WalOptions {
-    WalOptions { dir: dir.to_path_buf(), fsync: Fsync::Never, segment_size: 1 << 20 }
+fn options(dir: &Path, cut_damage_before_valid_frames: bool) -> WalOptions {
+    WalOptions { dir: dir.to_path_buf(), fsync: Fsync::Never, segment_size: 1 << 20, cut_damage_before_valid_frames }
 }
 
 fn tempdir() -> tempfile::TempDir {
@@ -398,8 +406,11 @@ fn recovery(segments: &[(u64, Vec<u8>)]) {
     for (seq, data) in segments {
         std::fs::write(dir.path().join(format!("segment-{seq:020}.wal")), data).expect("write a segment");
     }
-    let expected = model(segments);
-    let (wal, recovered) = match (Wal::open(options(dir.path())), &expected) {
+    // Both owners: one that refuses damage before valid frames, one that
+    // cuts it (the input decides which).
+    let cut = segments.iter().map(|(seq, _)| *seq).sum::<u64>() % 2 == 1;
+    let expected = model(segments, cut);
+    let (wal, recovered) = match (Wal::open(options(dir.path(), cut)), &expected) {
         (Ok(opened), Some(_)) => opened,
         (Err(WalError::Corrupt { .. }), None) => return,
         (Ok((_, r)), None) => panic!("recovery accepted a journal the rules refuse: {r:?}"),
@@ -411,8 +422,8 @@ fn recovery(segments: &[(u64, Vec<u8>)]) {
     let newest = segments.last().map(|(seq, _)| *seq);
     match (&recovered.torn_tail, m.torn) {
         (None, None) => {}
-        (Some(t), Some((offset, dropped, invalid))) => {
-            assert_eq!((t.offset, t.dropped_bytes, t.complete_invalid_frame), (offset, dropped, invalid));
+        (Some(t), Some((offset, dropped, damage))) => {
+            assert_eq!((t.offset, t.dropped_bytes, t.damage), (offset, dropped, damage));
             assert_eq!(Some(t.segment.as_path()), newest.map(|s| segment_path(dir.path(), s)).as_deref());
         }
         (got, want) => panic!("torn tail {got:?}, the rules say {want:?}"),
@@ -435,8 +446,11 @@ fn recovery(segments: &[(u64, Vec<u8>)]) {
     // Recovery is idempotent: a second open finds the same and cuts nothing
     // (the same entries, and the same slots and purge records unless a
     // checkpoint broke its contract and the writer reclaimed what it lacked).
-    let (again, second) = Wal::open(options(dir.path())).expect("reopens");
+    let lost = m.torn.is_some_and(|(_, _, damage)| damage.may_lose_acknowledged());
+    assert_eq!(recovered.unsettled_damage.is_some(), lost, "a cut that may lose acknowledged entries is recorded");
+    let (again, second) = Wal::open(options(dir.path(), cut)).expect("reopens");
     assert_eq!(second.torn_tail, None, "a second open cuts nothing");
+    assert_eq!(second.unsettled_damage, recovered.unsettled_damage, "the cut stays reported until settled");
     if m.checkpoints_complete {
         assert_eq!(second.groups, recovered.groups, "a second open");
     } else {

@@ -97,6 +97,9 @@ mod journal;
 // Issue 6 (first step): a three-voter cluster over the gRPC cluster plane.
 mod cluster;
 
+// spec/35 crash recovery: recovery gates after a lost run state or a damaged journal, a follower's lost entries.
+mod cluster_recovery;
+
 // Issue 6: partitions (per-link TCP proxies), kill -9 and restarts under writers and linearizable readers.
 mod cluster_faults;
 

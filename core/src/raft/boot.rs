@@ -159,9 +159,13 @@ fn raft_settings(raft: &RaftConfig) -> anyhow::Result<Arc<openraft::Config>> {
     Ok(Arc::new(config.validate().context("Raft settings")?))
 }
 
-/// The options of the node's WAL, in `raft-log` under `dir`.
-pub(crate) fn wal_options(dir: &Path, wal: &WalConfig) -> WalOptions {
+/// The options of the node's WAL, in `raft-log` under `dir`. A voter with
+/// peers cuts damage in its newest segment even when valid frames follow
+/// it, and waits at its recovery gates (spec/35); a lone voter has nothing
+/// to catch up from and refuses to start instead.
+pub(crate) fn wal_options(dir: &Path, wal: &WalConfig, clustered: bool) -> WalOptions {
     WalOptions {
+        cut_damage_before_valid_frames: clustered,
         dir: dir.join("raft-log"),
         fsync: match wal.fsync {
             FsyncSetting::Never => Fsync::Never,
@@ -172,8 +176,8 @@ pub(crate) fn wal_options(dir: &Path, wal: &WalConfig) -> WalOptions {
 }
 
 /// Opens the node's WAL in `raft-log` under `dir`, with what it recovered.
-pub(crate) fn open_wal(dir: &Path, wal: &WalConfig) -> anyhow::Result<(Wal, Recovered)> {
-    let options = wal_options(dir, wal);
+pub(crate) fn open_wal(dir: &Path, wal: &WalConfig, clustered: bool) -> anyhow::Result<(Wal, Recovered)> {
+    let options = wal_options(dir, wal, clustered);
     // With `never` an append is a copy into the page cache, cheaper on the
     // Raft thread than a hand-off to a writer thread and back (0.88-0.91x
     // CPU per append in an A/B); `always` keeps its fsyncs off that thread.
@@ -225,7 +229,7 @@ pub(crate) async fn open_group(
 /// this node.
 pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>) -> anyhow::Result<RaftNode> {
     let (dir, temporary) = wal_dir(raft)?;
-    let (wal, recovered) = open_wal(&dir, &raft.wal)?;
+    let (wal, recovered) = open_wal(&dir, &raft.wal, !raft.peers.is_empty())?;
     let cluster_id = cluster_id(&wal, &recovered, &dir, config.cluster_id.as_deref()).await?;
     check_group_count(&wal, &recovered, config.group_count).await?;
     let snapshot_dir = snapshot_dir(&dir)?;
@@ -410,7 +414,14 @@ async fn recovery_gates(
     let always = raft.wal.fsync == FsyncSetting::Always;
     let boot = recovery_gate::boot_id();
     // A single node has no leader to catch up from: it keeps what verified.
-    let reason = if clustered { recovery_gate::lost_tail(&prior, boot.as_deref(), always, records) } else { None };
+    let reason = match &recovered.unsettled_damage {
+        _ if !clustered => None,
+        Some(cut) => {
+            tracing::warn!(cut, "the WAL's newest segment held a damaged frame, cut at open");
+            recovery_gate::lost_tail(&prior, boot.as_deref(), always, records).or(Some(recovery_gate::DAMAGED_TAIL))
+        }
+        None => recovery_gate::lost_tail(&prior, boot.as_deref(), always, records),
+    };
     let kept = match node_slot(recovered, SLOT_RECOVERY_GATES) {
         Some(raw) if clustered => RecoveryGates::decode(raw),
         _ => Vec::new(),
@@ -422,6 +433,13 @@ async fn recovery_gates(
             "this voter may have lost acknowledged entries: every group waits at its recovery gate for its leader's barrier"
         );
         set_node_slot(wal, SLOT_RECOVERY_GATES, gates.encode()).await?;
+    }
+    // Only now that the gates are kept may the WAL forget its cut.
+    if let Some(cut) = &recovered.unsettled_damage {
+        if !clustered {
+            tracing::warn!(cut, "a damaged frame in the WAL was cut; a single voter has no peer to fetch it from");
+        }
+        wal.settle_damage().context("settling the WAL's cut")?;
     }
     recovery_gate::write_run_state(dir, false).context("writing the run state")?;
     Ok(gates)

@@ -451,7 +451,12 @@ mod tests {
 
     /// A group's log with no cache to speak of, on a fresh WAL.
     fn open(dir: &std::path::Path) -> (Wal, GroupLog) {
-        let options = WalOptions { dir: dir.to_path_buf(), fsync: Fsync::Never, segment_size: MIN_SEGMENT_SIZE };
+        let options = WalOptions {
+            dir: dir.to_path_buf(),
+            fsync: Fsync::Never,
+            segment_size: MIN_SEGMENT_SIZE,
+            cut_damage_before_valid_frames: false,
+        };
         let (wal, _) = Wal::open(options).expect("a fresh WAL");
         let log = GroupLog::recover(0, wal.clone(), None, 0).expect("an empty log");
         (wal, log)
@@ -548,7 +553,12 @@ mod tests {
     #[tokio::test]
     async fn reads_count_cache_hits_and_disk_reads() {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let options = WalOptions { dir: dir.path().to_path_buf(), fsync: Fsync::Never, segment_size: MIN_SEGMENT_SIZE };
+        let options = WalOptions {
+            dir: dir.path().to_path_buf(),
+            fsync: Fsync::Never,
+            segment_size: MIN_SEGMENT_SIZE,
+            cut_damage_before_valid_frames: false,
+        };
         let (wal, _) = Wal::open(options).expect("a fresh WAL");
         // A cache of one entry's size: the older entries are read from disk.
         let mut log = GroupLog::recover(0, wal.clone(), None, 1).expect("an empty log");

@@ -49,7 +49,8 @@ impl StoreBuilder<TypeConfig, GroupLog, GroupMachine, TempDir> for Builder {
             .prefix("ursula-suite-")
             .tempdir()
             .map_err(|e| setup_err(&anyhow::Error::new(e)))?;
-        let (journal, recovered) = open_wal(dir.path(), &self.wal_config(dir.path())).map_err(|e| setup_err(&e))?;
+        let (journal, recovered) =
+            open_wal(dir.path(), &self.wal_config(dir.path()), false).map_err(|e| setup_err(&e))?;
         let snapshots = snapshot_dir(dir.path()).map_err(|e| setup_err(&e))?;
         let (log, machine) =
             open_group(0, &journal, &recovered, self.cache_budget, &snapshots, &generate_cluster_id(), None)
@@ -80,13 +81,13 @@ async fn a_log_beginning_past_its_purge_point_recovers() {
     let log_id = |index| LogId { leader_id: CommittedLeaderId::new(1, 0), index };
     let frames =
         (1..=3).map(|i| (i, super::codec::encode_entry(&Entry::new_blank(log_id(i))).expect("an entry"))).collect();
-    let (journal, _) = open_wal(dir.path(), &config).expect("a fresh WAL");
+    let (journal, _) = open_wal(dir.path(), &config, false).expect("a fresh WAL");
     let (tx, rx) = tokio::sync::oneshot::channel();
     journal.append(0, frames, true, Box::new(move |r| drop(tx.send(r))));
     rx.await.expect("the writer").expect("the append");
     journal.close().expect("closing the WAL");
 
-    let (journal, recovered) = open_wal(dir.path(), &config).expect("the reopened WAL");
+    let (journal, recovered) = open_wal(dir.path(), &config, false).expect("the reopened WAL");
     let snapshots = snapshot_dir(dir.path()).expect("the snapshot directory");
     let (mut log, _machine) = open_group(0, &journal, &recovered, 0, &snapshots, &generate_cluster_id(), None)
         .await

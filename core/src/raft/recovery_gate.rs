@@ -8,7 +8,10 @@
 //! group it holds: it neither votes nor campaigns nor takes a transfer in
 //! them until it has applied a fresh read barrier from the group's leader,
 //! so it can never vote for an older history than the one it acknowledged.
-//! The gated groups are kept in the WAL until they open.
+//! A voter whose WAL cut a damaged frame from its newest segment at open
+//! (a hole, zeros, a torn sector: not a frame cut short) gates the same
+//! way, under `always` too. The gated groups are kept in the WAL until
+//! they open.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -73,6 +76,11 @@ impl PriorRun {
         }
     }
 }
+
+/// The WAL cut a complete frame that failed verification in its newest
+/// segment, which looks the same as media corruption of an acknowledged
+/// write (spec/35, under either fsync policy).
+pub const DAMAGED_TAIL: &str = "the WAL cut a damaged frame in its newest segment";
 
 /// Why the journal may have lost acknowledged entries, or `None`.
 pub fn lost_tail(

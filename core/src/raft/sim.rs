@@ -219,7 +219,7 @@ async fn open_voter(dir: &Path, id: NodeId, net: &Arc<Net>) -> Voter {
         min_available_size: 0,
         resume_available_size: 0,
     };
-    let (wal, recovered) = Wal::open_inline(boot::wal_options(dir, &wal_config)).expect("the voter's WAL");
+    let (wal, recovered) = Wal::open_inline(boot::wal_options(dir, &wal_config, true)).expect("the voter's WAL");
     let snapshots = boot::snapshot_dir(dir).expect("a snapshot directory");
     let (log, machine) =
         boot::open_group(0, &wal, &recovered, 1 << 20, &snapshots, "sim", None).await.expect("the group");

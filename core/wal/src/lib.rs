@@ -14,8 +14,10 @@
 //! Callbacks must be quick and must not block on the journal (`sync` and
 //! `close` refuse to run on the writer thread).
 //!
-//! On disk: `segment-{seq:020}.wal` files in the directory, and
-//! `wal.lock`, an `flock` that keeps a second writer out.
+//! On disk: `segment-{seq:020}.wal` files in the directory,
+//! `wal.lock`, an `flock` that keeps a second writer out, and
+//! `damaged-tail` while a cut that may have lost acknowledged entries is
+//! not yet settled by the journal's owner.
 //!
 //! Segments go oldest first once no live entry is left in them. A group
 //! that went quiet would keep its few entries, and with them every later
@@ -75,6 +77,12 @@ pub struct WalOptions {
     /// A new segment starts once the active one reaches this many bytes
     /// (a larger frame is still written whole). At least [`MIN_SEGMENT_SIZE`].
     pub segment_size: u64,
+    /// Damage in the newest segment that valid frames follow (a batch a
+    /// power loss tore out of order, or a bad sector) is cut there with
+    /// everything after it instead of refusing the open: for a journal
+    /// whose owner can fetch what it lost from elsewhere (a voter with
+    /// peers, spec/35), and which gates on [`Recovered::unsettled_damage`].
+    pub cut_damage_before_valid_frames: bool,
 }
 
 pub const MIN_SEGMENT_SIZE: u64 = 4096;
@@ -111,6 +119,13 @@ pub struct Recovered {
     pub groups: BTreeMap<u32, RecoveredGroup>,
     /// Set when the newest segment ended in a torn or invalid frame that was dropped.
     pub torn_tail: Option<TornTail>,
+    /// A cut that may have dropped acknowledged entries (this open's, or
+    /// one of an earlier open that stopped before its owner settled it),
+    /// described. It stays reported at every open until
+    /// [`Wal::settle_damage`]: the owner records what it must (spec/35:
+    /// the recovery gates) and only then settles, so a crash in between
+    /// cannot forget the cut.
+    pub unsettled_damage: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -128,8 +143,30 @@ pub struct TornTail {
     /// Where the dropped frame started; the file now ends here.
     pub offset: u64,
     pub dropped_bytes: u64,
-    /// A whole frame failed its checksum (rather than being cut short).
-    pub complete_invalid_frame: bool,
+    pub damage: Damage,
+}
+
+/// What was found where a frame should have verified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Damage {
+    /// The last frame runs past the end of the file: a write cut short,
+    /// never acknowledged.
+    CutShort,
+    /// A frame that fails verification (checksum, zeros or garbage where
+    /// a frame starts), nothing valid after it.
+    Invalid,
+    /// As `Invalid`, with valid frames after it that were dropped too
+    /// (only with [`WalOptions::cut_damage_before_valid_frames`]).
+    InvalidBeforeValid,
+}
+
+impl Damage {
+    /// Whether the cut may have taken entries that were acknowledged: a
+    /// complete frame that fails verification looks the same as media
+    /// corruption of an acknowledged write (spec/35).
+    pub fn may_lose_acknowledged(self) -> bool {
+        self != Damage::CutShort
+    }
 }
 
 /// Counters since `open` (gauges for bytes and segments).
@@ -391,7 +428,7 @@ impl Wal {
         std::fs::create_dir_all(&dir).map_err(WalError::io(&dir))?;
         let lock = segment::lock(&dir)?;
         let replay_started = std::time::Instant::now();
-        let replayed = recover::replay(&dir)?;
+        let replayed = recover::replay(&dir, options.cut_damage_before_valid_frames)?;
         let replay_ns = u64::try_from(replay_started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         let (active, len) = replayed.newest.unwrap_or((1, 0));
         let path = segment_path(&dir, active);
@@ -410,6 +447,7 @@ impl Wal {
                 .filter(|(_, r)| *r != RecoveredGroup::default())
                 .collect(),
             torn_tail: replayed.torn_tail,
+            unsettled_damage: replayed.unsettled_damage,
         };
         let stats = Counters::default();
         stats.bytes_on_disk.store(index.bytes_on_disk(), Ordering::Relaxed);
@@ -516,6 +554,12 @@ impl Wal {
             let _ = tx.send(r);
         })));
         rx.recv().unwrap_or(Err(WalError::Closed))
+    }
+
+    /// Forgets the cut [`Recovered::unsettled_damage`] reported, once the
+    /// owner recorded what it had to: later opens no longer report it.
+    pub fn settle_damage(&self) -> Result<(), WalError> {
+        recover::settle_damage(&self.inner.shared.dir)
     }
 
     /// Writes and fsyncs everything queued before it.

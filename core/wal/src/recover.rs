@@ -1,19 +1,28 @@
 //! Replaying the journal at open: every segment in order, every frame
 //! verified. In the newest segment a torn or invalid frame with nothing
 //! valid after it is a torn tail (an interrupted write): the file is cut
-//! there and the cut reported. Anything else that fails to verify is
-//! corruption, reported with its segment and offset; nothing is skipped.
+//! there and the cut reported. With valid frames after it, it is cut the
+//! same way only when the journal's owner can fetch what it lost again
+//! (`cut_damage_before_valid_frames`). Anything else that fails to verify
+//! is corruption, reported with its segment and offset; nothing is
+//! skipped.
+//!
+//! A cut that may take acknowledged entries (anything but a frame cut
+//! short) is first recorded in `damaged-tail`, durably, and the file stays
+//! until the owner settles it: a crash right after the cut still reports
+//! the cut at the next open, where the cut file alone would look whole.
 
 use std::fs;
 use std::path::Path;
 
 use bytes::Bytes;
 
-use crate::TornTail;
 use crate::error::WalError;
 use crate::frame::{self, Bad, Frame, FrameKind};
 use crate::index::{Index, Loc};
 use crate::segment;
+use crate::segment::sync_dir;
+use crate::{Damage, TornTail};
 
 pub struct Replayed {
     pub index: Index,
@@ -21,6 +30,8 @@ pub struct Replayed {
     /// directory holds no segment yet.
     pub newest: Option<(u64, u64)>,
     pub torn_tail: Option<TornTail>,
+    /// The content of `damaged-tail`, if present.
+    pub unsettled_damage: Option<String>,
     /// Frames replayed.
     pub records: u64,
 }
@@ -32,30 +43,74 @@ fn valid_frame_after(data: &[u8], from: usize) -> bool {
         .any(|at| data[at..at + 2] == magic && frame::decode(&data[at..]).is_ok())
 }
 
-pub fn replay(dir: &Path) -> Result<Replayed, WalError> {
+/// The record of an unsettled cut, beside the segments.
+const DAMAGE_FILE: &str = "damaged-tail";
+
+pub fn replay(dir: &Path, cut_damage_before_valid_frames: bool) -> Result<Replayed, WalError> {
     let seqs = segment::list(dir)?;
     let mut index = Index::default();
     let mut torn_tail = None;
     let mut newest = None;
     let mut records = 0;
     for (i, &seq) in seqs.iter().enumerate() {
-        let is_newest = i + 1 == seqs.len();
-        let (len, torn) = replay_segment(dir, seq, (i == 0, is_newest), &mut index, &mut records)?;
+        let place = Place { is_oldest: i == 0, is_newest: i + 1 == seqs.len(), cut_damage_before_valid_frames };
+        let (len, torn) = replay_segment(dir, seq, place, &mut index, &mut records)?;
         torn_tail = torn;
         newest = Some((seq, len));
     }
     index.drop_unfinished_copies();
-    Ok(Replayed { index, newest, torn_tail, records })
+    let unsettled_damage = read_damage(dir)?;
+    Ok(Replayed { index, newest, torn_tail, unsettled_damage, records })
+}
+
+/// Where a segment stands in the journal, and what the owner allows.
+#[derive(Clone, Copy)]
+struct Place {
+    is_oldest: bool,
+    is_newest: bool,
+    cut_damage_before_valid_frames: bool,
+}
+
+fn read_damage(dir: &Path) -> Result<Option<String>, WalError> {
+    let path = dir.join(DAMAGE_FILE);
+    match fs::read_to_string(&path) {
+        Ok(text) => Ok(Some(text.trim().to_owned())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(WalError::Io { path, source: e }),
+    }
+}
+
+/// Records a cut durably before it is made.
+fn record_damage(dir: &Path, what: &str) -> Result<(), WalError> {
+    let tmp = dir.join(format!("{DAMAGE_FILE}.tmp"));
+    let write = || -> std::io::Result<()> {
+        let mut file = fs::File::create(&tmp)?;
+        std::io::Write::write_all(&mut file, format!("{what}\n").as_bytes())?;
+        file.sync_all()?;
+        fs::rename(&tmp, dir.join(DAMAGE_FILE))
+    };
+    write().map_err(WalError::io(&tmp))?;
+    sync_dir(dir)
+}
+
+pub fn settle_damage(dir: &Path) -> Result<(), WalError> {
+    let path = dir.join(DAMAGE_FILE);
+    match fs::remove_file(&path) {
+        Ok(()) => sync_dir(dir),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(WalError::Io { path, source: e }),
+    }
 }
 
 /// Replays one segment into `index`; returns its (possibly cut) length.
 fn replay_segment(
     dir: &Path,
     seq: u64,
-    (is_oldest, is_newest): (bool, bool),
+    place: Place,
     index: &mut Index,
     records: &mut u64,
 ) -> Result<(u64, Option<TornTail>), WalError> {
+    let Place { is_oldest, is_newest, cut_damage_before_valid_frames } = place;
     let path = segment::segment_path(dir, seq);
     let data = fs::read(&path).map_err(WalError::io(&path))?;
     index.add_segment(seq);
@@ -68,11 +123,16 @@ fn replay_segment(
             Err(bad) if !is_newest => {
                 return Err(corrupt(format!("{bad}, in a segment that newer segments follow")));
             }
-            Err(bad) if valid_frame_after(&data, pos) => {
-                return Err(corrupt(format!("{bad}, and valid frames follow it")));
-            }
             Err(bad) => {
-                let torn = cut_tail(&path, pos, data.len(), bad)?;
+                let damage = match bad {
+                    _ if valid_frame_after(&data, pos) => Damage::InvalidBeforeValid,
+                    Bad::Short => Damage::CutShort,
+                    _ => Damage::Invalid,
+                };
+                if damage == Damage::InvalidBeforeValid && !cut_damage_before_valid_frames {
+                    return Err(corrupt(format!("{bad}, and valid frames follow it")));
+                }
+                let torn = cut_tail(dir, &path, pos, data.len(), (bad, damage))?;
                 index.grow(seq, pos as u64);
                 return Ok((pos as u64, Some(torn)));
             }
@@ -116,25 +176,32 @@ fn apply(index: &mut Index, seq: u64, is_oldest: bool, offset: u64, f: &Frame<'_
     Ok(())
 }
 
-/// Cuts the newest segment at `pos`, the start of a torn frame.
-fn cut_tail(path: &Path, pos: usize, len: usize, bad: Bad) -> Result<TornTail, WalError> {
+/// Cuts the newest segment at `pos`, the start of a torn frame, after
+/// recording a cut that may lose acknowledged entries.
+fn cut_tail(
+    dir: &Path,
+    path: &Path,
+    pos: usize,
+    len: usize,
+    (bad, damage): (Bad, Damage),
+) -> Result<TornTail, WalError> {
     let dropped = (len - pos) as u64;
     tracing::warn!(
         segment = %path.display(),
         offset = pos,
         dropped_bytes = dropped,
         reason = %bad,
+        ?damage,
         "WAL: dropping a torn tail of the newest segment"
     );
+    if damage.may_lose_acknowledged() {
+        let followed = if damage == Damage::InvalidBeforeValid { ", valid frames after it dropped too" } else { "" };
+        record_damage(dir, &format!("{}: {bad} at byte {pos}{followed}; {dropped} bytes cut", path.display()))?;
+    }
     let file = fs::OpenOptions::new().write(true).open(path).map_err(WalError::io(path))?;
     file.set_len(pos as u64).map_err(WalError::io(path))?;
     file.sync_all().map_err(WalError::io(path))?;
-    Ok(TornTail {
-        segment: path.to_path_buf(),
-        offset: pos as u64,
-        dropped_bytes: dropped,
-        complete_invalid_frame: bad == Bad::Checksum,
-    })
+    Ok(TornTail { segment: path.to_path_buf(), offset: pos as u64, dropped_bytes: dropped, damage })
 }
 
 #[cfg(test)]
@@ -166,7 +233,7 @@ mod tests {
                 (FrameKind::Truncate, 9, 5, b""),
             ],
         );
-        let r = replay(dir.path()).expect("replays");
+        let r = replay(dir.path(), false).expect("replays");
         let g = &r.index.groups[&9];
         assert_eq!(g.range(), Some((3, 4)));
         assert_eq!(g.slots[&4], Bytes::from_static(b"vote"));
@@ -179,10 +246,10 @@ mod tests {
     fn nonsense_in_a_verified_frame_is_corruption() {
         let dir = tempfile::tempdir().expect("tempdir");
         write_segment(dir.path(), 1, &[(FrameKind::Checkpoint, 0, 7, b"")]);
-        let err = replay(dir.path()).err().expect("refused");
+        let err = replay(dir.path(), false).err().expect("refused");
         assert!(err.to_string().contains("checkpoint of segment 7"), "{err}");
         write_segment(dir.path(), 1, &[(FrameKind::State, 0, 256, b"")]);
-        let err = replay(dir.path()).err().expect("refused");
+        let err = replay(dir.path(), false).err().expect("refused");
         assert!(err.to_string().contains("slot 256"), "{err}");
     }
 
@@ -193,7 +260,7 @@ mod tests {
         let first = frame::HEADER + 3;
         for cut in first + 1..full.len() {
             fs::write(segment::segment_path(dir.path(), 1), &full[..cut]).expect("write");
-            let r = replay(dir.path()).expect("replays");
+            let r = replay(dir.path(), false).expect("replays");
             let torn = r.torn_tail.expect("torn");
             assert_eq!((torn.offset, torn.dropped_bytes), (first as u64, (cut - first) as u64));
             assert_eq!(r.index.groups[&1].range(), Some((1, 1)));

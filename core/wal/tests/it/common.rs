@@ -5,7 +5,7 @@ use bytes::Bytes;
 use ursula_wal::{Done, Fsync, Recovered, Wal, WalError, WalOptions};
 
 pub fn options(dir: &Path, segment_size: u64, fsync: Fsync) -> WalOptions {
-    WalOptions { dir: dir.to_path_buf(), fsync, segment_size }
+    WalOptions { dir: dir.to_path_buf(), fsync, segment_size, cut_damage_before_valid_frames: false }
 }
 
 pub fn open(dir: &Path, segment_size: u64) -> (Wal, Recovered) {

@@ -1,8 +1,11 @@
 //! Torn tails are dropped and reported; anything else that fails to
-//! verify refuses the open, naming the segment and the frame's offset.
+//! verify refuses the open, naming the segment and the frame's offset,
+//! unless the owner lets damage before valid frames in the newest segment
+//! be cut. A cut that may lose acknowledged entries stays reported until
+//! the owner settles it.
 
-use ursula_wal::WalError;
 use ursula_wal::frame::HEADER;
+use ursula_wal::{Damage, Fsync, Wal, WalError};
 
 use crate::common::*;
 
@@ -29,7 +32,8 @@ fn torn_tail_at_every_kind_of_cut_is_dropped_and_the_wal_keeps_working() {
         let (wal, rec) = open(dir.path(), 1 << 20);
         let torn = rec.torn_tail.expect("torn tail reported");
         assert_eq!((torn.segment.as_path(), torn.offset, torn.dropped_bytes), (seg.as_path(), tenth, kept));
-        assert!(!torn.complete_invalid_frame, "kept {kept}");
+        assert_eq!(torn.damage, Damage::CutShort, "kept {kept}");
+        assert_eq!(rec.unsettled_damage, None, "a frame cut short was never acknowledged");
         assert_eq!(len(&seg), tenth, "the file is cut at the torn frame");
         assert_eq!(rec.groups[&1].entries, Some((1, 9)), "kept {kept}");
         assert_entries(&wal, 1, 1, 9);
@@ -58,7 +62,8 @@ fn zero_filled_tail_is_a_torn_tail() {
     std::fs::write(&seg, raw).expect("write");
     let (wal, rec) = open(dir.path(), 1 << 20);
     let torn = rec.torn_tail.expect("reported");
-    assert_eq!((torn.offset, torn.dropped_bytes, torn.complete_invalid_frame), (clean, 100, false));
+    assert_eq!((torn.offset, torn.dropped_bytes, torn.damage), (clean, 100, Damage::Invalid));
+    assert!(rec.unsettled_damage.is_some(), "zeros where a frame starts may hide an acknowledged one");
     assert_entries(&wal, 1, 1, 3);
 }
 
@@ -101,10 +106,65 @@ fn flipped_bit_in_the_last_frame_is_a_complete_invalid_frame() {
     flip(&seg, size - 3, 0);
     let (wal, rec) = open(dir.path(), 1 << 20);
     let torn = rec.torn_tail.expect("reported");
-    assert!(torn.complete_invalid_frame);
+    assert_eq!(torn.damage, Damage::Invalid);
     assert_eq!((torn.offset, torn.dropped_bytes), (offset_of(5), size as u64 - offset_of(5)));
     assert_eq!(rec.groups[&1].entries, Some((1, 4)));
     assert_entries(&wal, 1, 1, 4);
+    let cut = rec.unsettled_damage.expect("the cut is recorded");
+    assert!(cut.contains("checksum mismatch") && cut.contains(&format!("at byte {}", offset_of(5))), "{cut}");
+    wal.close().expect("closes");
+
+    // Until the owner settles it, every open reports the cut again (as
+    // after a crash right after it), though the file now looks whole.
+    let (wal, rec) = open(dir.path(), 1 << 20);
+    assert_eq!((rec.torn_tail, rec.unsettled_damage), (None, Some(cut)));
+    wal.settle_damage().expect("settles");
+    wal.close().expect("closes");
+    let (_wal, rec) = open(dir.path(), 1 << 20);
+    assert_eq!(rec.unsettled_damage, None, "settled");
+}
+
+/// A batch a power loss tore out of order (a later page on disk, an
+/// earlier one not) leaves a hole that valid frames follow. A journal that
+/// may cut such damage (a voter with peers) drops the hole and every frame
+/// after it, records the cut, and keeps working; one that may not refuses.
+#[test]
+fn a_hole_before_valid_frames_is_cut_when_the_owner_allows_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (wal, _) = open(dir.path(), 1 << 20);
+    append(&wal, 1, 1, 10);
+    wal.close().expect("closes");
+    let seg = segments(dir.path()).pop().expect("a segment");
+    let mut raw = std::fs::read(&seg).expect("read");
+    let (fourth, sixth) = (offset_of(4) as usize, offset_of(6) as usize);
+    raw[fourth..sixth].fill(0);
+    std::fs::write(&seg, &raw).expect("write");
+    assert!(matches!(open_err(dir.path(), 1 << 20), WalError::Corrupt { .. }), "refused without the option");
+    assert_eq!(std::fs::read(&seg).expect("read"), raw, "a refused open changes nothing");
+
+    let allowing = || {
+        let mut options = options(dir.path(), 1 << 20, Fsync::Always);
+        options.cut_damage_before_valid_frames = true;
+        Wal::open(options).expect("opens")
+    };
+    let (wal, rec) = allowing();
+    let torn = rec.torn_tail.expect("cut");
+    assert_eq!(
+        (torn.offset, torn.dropped_bytes, torn.damage),
+        (fourth as u64, (raw.len() - fourth) as u64, Damage::InvalidBeforeValid)
+    );
+    let cut = rec.unsettled_damage.expect("recorded");
+    assert!(cut.contains("valid frames after it dropped too"), "{cut}");
+    assert_eq!(rec.groups[&1].entries, Some((1, 3)));
+    assert_eq!(len(&seg), fourth as u64);
+    assert_entries(&wal, 1, 1, 3);
+    // The group's entries come back (from a leader) and the journal goes on.
+    append(&wal, 1, 4, 12);
+    wal.settle_damage().expect("settles");
+    wal.close().expect("closes");
+    let (wal, rec) = allowing();
+    assert_eq!((rec.torn_tail, rec.unsettled_damage), (None, None));
+    assert_entries(&wal, 1, 1, 12);
 }
 
 /// Appends single entries until the journal has at least three segments.
