@@ -32,7 +32,7 @@ use bytes::Bytes;
 use libfuzzer_sys::arbitrary::{self, Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use ursula_wal::frame::{self, Bad, FrameKind, HEADER, MAGIC, VERSION};
-use ursula_wal::{Damage, Fsync, Recovered, RecoveredGroup, Wal, WalError, WalOptions};
+use ursula_wal::{Damage as Found, Fsync, Recovered, RecoveredGroup, Wal, WalError, WalOptions};
 
 const SEPARATOR: &[u8] = b"--SEG--\n";
 const MAX_SEGMENTS: usize = 4;
@@ -230,7 +230,7 @@ struct Group {
 struct Model {
     groups: BTreeMap<u32, Group>,
     /// (offset, bytes dropped, what was found there)
-    torn: Option<(u64, u64, Damage)>,
+    torn: Option<(u64, u64, Found)>,
     /// The newest segment's length after the cut.
     newest_len: u64,
     /// Every Checkpoint frame kept the WAL's contract: the State and Purge
@@ -266,9 +266,9 @@ fn model(segments: &[(u64, Vec<u8>)], cut_damage_before_valid_frames: bool) -> O
                         return None;
                     }
                     let damage = match bad {
-                        _ if later_frame => Damage::InvalidBeforeValid,
-                        Bad::Short => Damage::CutShort,
-                        _ => Damage::Invalid,
+                        _ if later_frame => Found::InvalidBeforeValid,
+                        Bad::Short => Found::CutShort,
+                        _ => Found::Invalid,
                     };
                     m.torn = Some((pos as u64, (data.len() - pos) as u64, damage));
                     break;
@@ -457,19 +457,36 @@ fn recovery(segments: &[(u64, Vec<u8>)]) {
         let entries = |r: &Recovered| -> BTreeMap<u32, (u64, u64)> {
             r.groups.iter().filter_map(|(id, g)| Some((*id, g.entries?))).collect()
         };
-        // A group whose purge record survived keeps exactly its entries. One
-        // whose record lived only in a segment the forged checkpoint let the
-        // writer reclaim may read otherwise: that record decided which of
-        // its later frames were dead.
-        let purged = |r: &Recovered, id: &u32| r.groups.get(id).and_then(|g| g.purged.clone());
+        // A group keeps exactly its entries unless a purge record of it lived
+        // in a segment the forged checkpoint let the writer reclaim: that
+        // record decided which of its later frames were dead (a later purge
+        // record may restore the same record without restoring that).
+        let reclaimed_purges: BTreeSet<u32> = segments
+            .iter()
+            .filter(|(seq, _)| !segment_path(dir.path(), *seq).exists())
+            .flat_map(|(_, data)| purged_groups(data))
+            .collect();
         let (first, again_found) = (entries(&recovered), entries(&second));
         for id in first.keys().chain(again_found.keys()) {
-            if purged(&recovered, id) == purged(&second, id) {
+            if !reclaimed_purges.contains(id) {
                 assert_eq!(again_found.get(id), first.get(id), "a second open keeps the entries of group {id}");
             }
         }
     }
     again.close().expect("closes");
+}
+
+/// The groups a Purge frame of this segment's valid prefix names.
+fn purged_groups(data: &[u8]) -> Vec<u32> {
+    let mut groups = Vec::new();
+    let mut pos = 0;
+    while let Ok(f) = frame::decode(&data[pos..]) {
+        if f.kind == FrameKind::Purge {
+            groups.push(f.group);
+        }
+        pos += f.size();
+    }
+    groups
 }
 
 fn segment_path(dir: &Path, seq: u64) -> std::path::PathBuf {
