@@ -28,6 +28,7 @@ pub mod clock;
 pub mod cold;
 pub mod config;
 pub mod engine;
+pub mod format_epoch;
 mod memory_cap;
 pub mod mux;
 pub mod node;

@@ -15,6 +15,7 @@ use crate::backend::{NodeBackend, sweep_forever, sweep_interval};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{EngineConfig, NodeConfig};
 use crate::engine::{GroupEngine, MemoryEngine};
+use crate::format_epoch::ObjectNamespace;
 use crate::raft;
 use crate::stream_plane::StreamPlane;
 
@@ -32,8 +33,24 @@ pub async fn run_with_clock(
     clock: Arc<dyn Clock>,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
+    // spec/35: the object store's format marker is checked before the
+    // node writes anything, and written once every check passed.
+    let unmarked = match &config.cold {
+        Some(cold) => match ObjectNamespace::of(cold).await? {
+            Some(namespace) => namespace.check_at_start().await?.then_some(namespace),
+            None => None,
+        },
+        None => None,
+    };
+    let marking = async move {
+        match unmarked {
+            Some(namespace) => namespace.mark().await,
+            None => Ok(()),
+        }
+    };
     match &config.engine {
         EngineConfig::Memory => {
+            marking.await?;
             let engine = Arc::new(MemoryEngine::new(config.group_count, clock));
             // Without `server.cluster_id` a node without a WAL gets a new id per start.
             let cluster_id = config.cluster_id.clone().unwrap_or_else(raft::generate_cluster_id);
@@ -61,6 +78,11 @@ pub async fn run_with_clock(
                     return Err(e);
                 }
             };
+            if let Err(e) = marking.await {
+                runtime.spawn(node.shutdown()).await.context("Raft shutdown")??;
+                runtime.shutdown_background();
+                return Err(e.into());
+            }
             let engine = node.engine.clone();
             let cluster_id = node.cluster_id.clone();
             let me = Me {

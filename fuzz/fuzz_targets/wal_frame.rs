@@ -261,8 +261,26 @@ fn model(segments: &[(u64, Vec<u8>)], cut_damage_before_valid_frames: bool) -> O
                     pos += f.size();
                 }
                 Err(bad) => {
-                    let later_frame = (pos + 1..data.len()).any(|at| frame::decode(&data[at..]).is_ok());
-                    if !bad.may_be_torn() || !newest || (later_frame && !cut_damage_before_valid_frames) {
+                    // The frames that verify after it, each looked for where the one before ended.
+                    let mut later = Vec::new();
+                    let mut at = pos + 1;
+                    while at < data.len() {
+                        match frame::decode(&data[at..]) {
+                            Ok(f) => {
+                                later.push(f.kind);
+                                at += f.size();
+                            }
+                            Err(_) => at += 1,
+                        }
+                    }
+                    let later_frame = !later.is_empty();
+                    let entries_only =
+                        later.iter().all(|k| matches!(k, FrameKind::Entry | FrameKind::Copy | FrameKind::CopyEnd));
+                    if !bad.may_be_torn()
+                        || !newest
+                        || (later_frame && !cut_damage_before_valid_frames)
+                        || !entries_only
+                    {
                         return None;
                     }
                     let damage = match bad {

@@ -91,6 +91,9 @@ mod docs_examples;
 // spec/07 Raft, issue 5: kill -9 crash loops, clean restarts, the cluster id, the disk guard, damaged WALs.
 mod durability;
 
+// spec/35 format epoch 5: the WAL directory's and the object store's markers, refusals before any write.
+mod format_epoch;
+
 // spec/35 "Deleted data": the journal frees segments a quiet group's few entries kept.
 mod journal;
 

@@ -230,6 +230,21 @@ impl ColdStore for S3ColdStore {
         Box::pin(async move { Ok(self.list_sized(prefix).await?.into_iter().map(|(k, _)| k).collect()) })
     }
 
+    fn any_under<'a>(&'a self, prefix: &'a str) -> ColdResult<'a, bool> {
+        Box::pin(async move {
+            let page = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.bucket)
+                .prefix(prefix)
+                .max_keys(1)
+                .send()
+                .await
+                .map_err(|e| failed(aws_sdk_s3::error::DisplayErrorContext(e)))?;
+            Ok(!page.contents().is_empty())
+        })
+    }
+
     fn list_sized<'a>(&'a self, prefix: &'a str) -> ColdResult<'a, Vec<(String, u64)>> {
         Box::pin(async move {
             let mut listed = Vec::new();

@@ -58,6 +58,10 @@ pub trait ColdStore: Send + Sync + 'static {
     fn list<'a>(&'a self, prefix: &'a str) -> ColdResult<'a, Vec<String>>;
     /// As `list`, with each object's length.
     fn list_sized<'a>(&'a self, prefix: &'a str) -> ColdResult<'a, Vec<(String, u64)>>;
+    /// Whether any object lives under `prefix` (without listing them all).
+    fn any_under<'a>(&'a self, prefix: &'a str) -> ColdResult<'a, bool> {
+        Box::pin(async move { Ok(!self.list(prefix).await?.is_empty()) })
+    }
 }
 
 /// Objects in a map: the store of `storage.cold.backend = "memory"`.

@@ -3,6 +3,7 @@
 //! WAL, one openraft instance per group, and the background drivers.
 
 use crate::clock::Clock;
+use crate::format_epoch;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -229,6 +230,13 @@ pub(crate) async fn open_group(
 /// this node.
 pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>) -> anyhow::Result<RaftNode> {
     let (dir, temporary) = wal_dir(raft)?;
+    // spec/35: a directory of another format epoch is refused before anything is written.
+    let log_dir = wal_options(&dir, &raft.wal, false).dir;
+    // A directory without journal bytes has nothing to protect: it is
+    // marked at once, so a first start that stops halfway is no older one.
+    if format_epoch::check_wal_dir(&log_dir)? {
+        format_epoch::mark_wal_dir(&log_dir)?;
+    }
     let (wal, recovered) = open_wal(&dir, &raft.wal, !raft.peers.is_empty())?;
     let cluster_id = cluster_id(&wal, &recovered, &dir, config.cluster_id.as_deref()).await?;
     check_group_count(&wal, &recovered, config.group_count).await?;

@@ -3,7 +3,10 @@
 //! valid after it is a torn tail (an interrupted write): the file is cut
 //! there and the cut reported. With valid frames after it, it is cut the
 //! same way only when the journal's owner can fetch what it lost again
-//! (`cut_damage_before_valid_frames`). Anything else that fails to verify
+//! (`cut_damage_before_valid_frames`) and those frames are entries: a
+//! power loss that tore an unsynced batch leaves only unsynced frames after
+//! the hole, and a state record (a synced vote) after it means damage to
+//! synced frames, which no cut may undo. Anything else that fails to verify
 //! is corruption, reported with its segment and offset; nothing is
 //! skipped.
 //!
@@ -36,11 +39,31 @@ pub struct Replayed {
     pub records: u64,
 }
 
-/// Whether a frame that verifies starts anywhere after `from`.
-fn valid_frame_after(data: &[u8], from: usize) -> bool {
+/// The kinds of the frames that verify after `from` (each found where one
+/// starts: after a frame that verified, the next is looked for at its end).
+fn valid_frames_after(data: &[u8], from: usize) -> Vec<FrameKind> {
     let magic = frame::MAGIC.to_le_bytes();
-    (from + 1..data.len().saturating_sub(frame::HEADER - 1))
-        .any(|at| data[at..at + 2] == magic && frame::decode(&data[at..]).is_ok())
+    let mut kinds = Vec::new();
+    let mut at = from + 1;
+    while at + frame::HEADER <= data.len() {
+        if data[at..at + 2] == magic
+            && let Ok(f) = frame::decode(&data[at..])
+        {
+            kinds.push(f.kind);
+            at += f.size();
+        } else {
+            at += 1;
+        }
+    }
+    kinds
+}
+
+/// Whether dropping frames of this kind may undo what a peer cannot give
+/// back: a vote or other state slot (a replica whose vote went back could
+/// help a deposed leader commit), a purge or truncate record, a checkpoint.
+/// Entries and compaction copies come back from the group's leader.
+fn only_entries(kinds: &[FrameKind]) -> bool {
+    kinds.iter().all(|k| matches!(k, FrameKind::Entry | FrameKind::Copy | FrameKind::CopyEnd))
 }
 
 /// The record of an unsettled cut, beside the segments.
@@ -124,13 +147,17 @@ fn replay_segment(
                 return Err(corrupt(format!("{bad}, in a segment that newer segments follow")));
             }
             Err(bad) => {
+                let after = valid_frames_after(&data, pos);
                 let damage = match bad {
-                    _ if valid_frame_after(&data, pos) => Damage::InvalidBeforeValid,
+                    _ if !after.is_empty() => Damage::InvalidBeforeValid,
                     Bad::Short => Damage::CutShort,
                     _ => Damage::Invalid,
                 };
                 if damage == Damage::InvalidBeforeValid && !cut_damage_before_valid_frames {
                     return Err(corrupt(format!("{bad}, and valid frames follow it")));
+                }
+                if !only_entries(&after) {
+                    return Err(corrupt(format!("{bad}, and valid frames follow it, state records among them")));
                 }
                 let torn = cut_tail(dir, &path, pos, data.len(), (bad, damage))?;
                 index.grow(seq, pos as u64);

@@ -222,3 +222,31 @@ fn an_unknown_version_is_refused_never_cut() {
     }
     assert_eq!(std::fs::read(&seg).expect("read"), raw, "the journal is left as found");
 }
+
+/// Damage that a vote (a state frame, always synced) follows is damage to
+/// synced frames, not an unsynced batch torn by a power loss: no cut may
+/// take the vote back, so the open is refused even where cuts are allowed.
+#[test]
+fn a_hole_that_a_state_frame_follows_is_never_cut() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (wal, _) = open(dir.path(), 1 << 20);
+    append(&wal, 1, 1, 10);
+    set_state(&wal, 1, 0, "vote term 7");
+    wal.close().expect("closes");
+    let seg = segments(dir.path()).pop().expect("a segment");
+    let mut raw = std::fs::read(&seg).expect("read");
+    raw[offset_of(4) as usize..offset_of(6) as usize].fill(0);
+    std::fs::write(&seg, &raw).expect("write");
+    let mut options = options(dir.path(), 1 << 20, Fsync::Always);
+    options.cut_damage_before_valid_frames = true;
+    match Wal::open(options) {
+        Err(WalError::Corrupt { offset, reason, .. }) => {
+            assert_eq!(offset, offset_of(4));
+            assert!(reason.contains("state records among them"), "{reason}");
+        }
+        Err(e) => panic!("expected corruption, got {e}"),
+        Ok(_) => panic!("a cut would have taken the vote back"),
+    }
+    assert_eq!(std::fs::read(&seg).expect("read"), raw, "a refused open changes nothing");
+    assert!(!dir.path().join("damaged-tail").exists(), "nothing recorded for a refused open");
+}
