@@ -15,8 +15,9 @@
 #           peer32 peer8 peercatchup peeridle (issue 24; needs PEER_BIN,
 #           `durable-streams-server` from `cargo install durable-streams --version 0.1.5`),
 #           gwquota8 gwquota32 (issue 19), voters8 voters32 (issue 20),
-#           otel8 otel32 offcost8 offcost32 (issue 23; offcost* needs
-#           URSULA_BASE_BIN, a build of an earlier commit to compare with)
+#           otel8 otel32 offcost8 offcost32 (issue 23), coldab (cold catch-up,
+#           build against build; offcost* and coldab need URSULA_BASE_BIN, a
+#           build of an earlier commit to compare with)
 # LEADERS=one gives every group of voters8/voters32's cluster to node 1 (its
 # balancer off) instead of spreading the leaderships.
 # URSULA_BIN and LOADTEST_BIN override the binaries (e.g. copies of a build
@@ -539,6 +540,15 @@ for t in "${targets[@]}"; do
       run_engines coldcatchup hot "" cold "--preset default --config $(cold_config coldcatchup \
         'flush_interval = "200ms"\nflush_size = "4MiB"\nflush_max_hot_age = "1s"\ncache_size = "0"\nmax_hot_size_per_group = "0"\n')" \
         catchup --mib 64 --passes 4 --rounds 3 --settle-secs 5
+      s3_down ;;
+    # A/B: cold catch-up as `coldcatchup`, a node of URSULA_BASE_BIN (an
+    # earlier build, started first) against one of URSULA_BIN.
+    coldab) s3_up
+      keys='flush_interval = "200ms"\nflush_size = "4MiB"\nflush_max_hot_age = "1s"\ncache_size = "0"\nmax_hot_size_per_group = "0"\n'
+      first_bin="${URSULA_BASE_BIN:?coldab needs URSULA_BASE_BIN, an earlier build of ursula}" run_engines coldab \
+        base "--preset default --config $(cold_config coldab-base "$keys")" \
+        new "--preset default --config $(cold_config coldab-new "$keys")" \
+        catchup --mib 64 --passes 4 --rounds 5 --settle-secs 5
       s3_down ;;
     # Issue 24: cold catch-up with the default cold cache (read-ahead).
     coldcached) s3_up

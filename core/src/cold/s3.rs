@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::timeout::TimeoutConfig;
-use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, ResponseChecksumValidation};
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::ServerSideEncryption;
+use aws_sdk_s3::types::{ChecksumMode, ServerSideEncryption};
 use bytes::Bytes;
 
 use super::store::{ColdError, ColdResult, ColdStore, OnPiece};
@@ -94,6 +94,11 @@ impl S3ColdStore {
             builder = builder.endpoint_url(endpoint).force_path_style(true);
         }
         builder = builder
+            // Ranged reads (`get_range`: spans, blocks, snapshot bodies) are
+            // checked against the BLAKE3 digests the log records as they
+            // arrive; the SDK's CRC of a whole-object GET would check the same
+            // bytes a second time. `get` (staged parts, markers) asks for it.
+            .response_checksum_validation(ResponseChecksumValidation::WhenRequired)
             .timeout_config(TimeoutConfig::builder().operation_attempt_timeout(config.timeout).build())
             .retry_config(RetryConfig::standard().with_max_attempts(config.max_retries.saturating_add(1)));
         Ok(S3ColdStore {
@@ -165,7 +170,8 @@ impl ColdStore for S3ColdStore {
 
     fn get<'a>(&'a self, key: &'a str) -> ColdResult<'a, Bytes> {
         Box::pin(async move {
-            let got = self.client.get_object().bucket(&self.bucket).key(key).send().await;
+            let got =
+                self.client.get_object().bucket(&self.bucket).key(key).checksum_mode(ChecksumMode::Enabled).send().await;
             let output = match got {
                 Ok(output) => output,
                 Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => {
