@@ -21,12 +21,8 @@ const PATIENCE: Duration = Duration::from_secs(60);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_voter_that_may_have_lost_its_tail_waits_at_its_recovery_gates() {
     let cluster = Layout::new(3, "recovery-gate", 4, Planes::Shared);
-    let mut nodes: Vec<Option<Node>> = (0..3).map(|i| Some(cluster.start(i))).collect();
-    for node in nodes.iter().flatten() {
-        wait_ready(node).await;
-    }
+    let mut nodes = started(&cluster).await;
     let metrics = async |node: &Node| node.get("/__ursula/metrics").send().await.json();
-    until_created(&nodes).await;
     let mut expected = String::new();
     for seq in 0..20 {
         append(&nodes, seq).await;
@@ -127,11 +123,7 @@ async fn a_voter_that_may_have_lost_its_tail_waits_at_its_recovery_gates() {
     let opened = metrics(third).await;
     assert_eq!(opened["recovery_gates"], serde_json::json!({ "closed": [], "stalled": [] }), "{opened}");
     converges(third, &expected).await;
-    append(&nodes, 20).await;
-    expected.push_str(&record(20));
-    for node in nodes.iter().flatten() {
-        converges(node, &expected).await;
-    }
+    one_more_everywhere(&nodes, 20, &mut expected).await;
 }
 
 /// spec/35: a follower that lost entries it had acknowledged (its
@@ -141,11 +133,7 @@ async fn a_voter_that_may_have_lost_its_tail_waits_at_its_recovery_gates() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_counts_a_follower_that_lost_acknowledged_entries() {
     let cluster = Layout::new(3, "reversion", 1, Planes::Shared);
-    let mut nodes: Vec<Option<Node>> = (0..3).map(|i| Some(cluster.start(i))).collect();
-    for node in nodes.iter().flatten() {
-        wait_ready(node).await;
-    }
-    until_created(&nodes).await;
+    let mut nodes = started(&cluster).await;
     let mut expected = String::new();
     let mut leader = 0;
     for seq in 0..40 {
@@ -156,12 +144,7 @@ async fn a_leader_counts_a_follower_that_lost_acknowledged_entries() {
     converges(nodes[follower].as_ref().expect("the follower"), &expected).await;
     nodes[follower].take().expect("the follower").kill9();
     let log = cluster.wal(follower).join("raft-log");
-    let mut segments: Vec<_> = std::fs::read_dir(&log)
-        .expect("the follower's journal")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "wal"))
-        .collect();
-    segments.sort();
+    let segments = segments(&log);
     let newest = segments.last().expect("a segment");
     let len = std::fs::metadata(newest).expect("segment").len();
     let cut = std::fs::OpenOptions::new().write(true).open(newest).expect("open the segment");
@@ -181,11 +164,7 @@ async fn a_leader_counts_a_follower_that_lost_acknowledged_entries() {
         assert!(Instant::now() < deadline, "the leader never counted the rewind: {m}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    append(&nodes, 40).await;
-    expected.push_str(&record(40));
-    for node in nodes.iter().flatten() {
-        converges(node, &expected).await;
-    }
+    one_more_everywhere(&nodes, 40, &mut expected).await;
 }
 
 /// spec/35: a voter whose newest journal segment holds a damaged frame
@@ -196,11 +175,7 @@ async fn a_leader_counts_a_follower_that_lost_acknowledged_entries() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_voter_whose_journal_holds_a_hole_cuts_it_and_rejoins_through_its_gates() {
     let cluster = Layout::new(3, "damaged-tail", 4, Planes::Shared);
-    let mut nodes: Vec<Option<Node>> = (0..3).map(|i| Some(cluster.start(i))).collect();
-    for node in nodes.iter().flatten() {
-        wait_ready(node).await;
-    }
-    until_created(&nodes).await;
+    let mut nodes = started(&cluster).await;
     let mut expected = String::new();
     for seq in 0..30 {
         append(&nodes, seq).await;
@@ -211,12 +186,7 @@ async fn a_voter_whose_journal_holds_a_hole_cuts_it_and_rejoins_through_its_gate
     // Zeros in the newest segment where only entries follow: a hole, as
     // a power loss tears a batch (a vote after it would refuse the start).
     let log = cluster.wal(2).join("raft-log");
-    let mut segments: Vec<_> = std::fs::read_dir(&log)
-        .expect("node 3's journal")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "wal"))
-        .collect();
-    segments.sort();
+    let segments = segments(&log);
     let newest = segments.last().expect("a segment");
     let on_disk: u64 = segments.iter().map(|p| std::fs::metadata(p).expect("a segment").len()).sum();
     let mut raw = std::fs::read(newest).expect("the segment");
@@ -242,11 +212,7 @@ async fn a_voter_whose_journal_holds_a_hole_cuts_it_and_rejoins_through_its_gate
     let replayed = m["wal_recovery_bytes"].as_u64().expect("wal_recovery_bytes");
     assert!(replayed <= on_disk - (raw.len() - middle) as u64, "cut at the hole: {replayed} of {on_disk} bytes kept");
     converges(third, &expected).await;
-    append(&nodes, 30).await;
-    expected.push_str(&record(30));
-    for node in nodes.iter().flatten() {
-        converges(node, &expected).await;
-    }
+    one_more_everywhere(&nodes, 30, &mut expected).await;
 }
 
 /// Where a frame starts in `segment` that at least two frames follow, all
@@ -263,4 +229,34 @@ fn hole_before_entries(segment: &[u8]) -> usize {
     let entries_from = frames.iter().rposition(|(_, kind)| *kind != 1).map_or(0, |i| i + 1);
     assert!(frames.len() >= entries_from + 3, "too few entries at the end of the segment: {frames:?}");
     frames[frames.len() - 3].0
+}
+
+/// Three voters of `cluster`, ready, with the test stream created.
+async fn started(cluster: &Layout) -> Vec<Option<Node>> {
+    let nodes: Vec<Option<Node>> = (0..3).map(|i| Some(cluster.start(i))).collect();
+    for node in nodes.iter().flatten() {
+        wait_ready(node).await;
+    }
+    until_created(&nodes).await;
+    nodes
+}
+
+/// Appends record `seq` and waits until every live replica serves `expected` with it.
+async fn one_more_everywhere(nodes: &[Option<Node>], seq: u64, expected: &mut String) {
+    append(nodes, seq).await;
+    expected.push_str(&record(seq));
+    for node in nodes.iter().flatten() {
+        converges(node, expected).await;
+    }
+}
+
+/// The journal segments in `log`, oldest first.
+fn segments(log: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut segments: Vec<_> = std::fs::read_dir(log)
+        .expect("a journal")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "wal"))
+        .collect();
+    segments.sort();
+    segments
 }

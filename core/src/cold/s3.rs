@@ -170,8 +170,14 @@ impl ColdStore for S3ColdStore {
 
     fn get<'a>(&'a self, key: &'a str) -> ColdResult<'a, Bytes> {
         Box::pin(async move {
-            let got =
-                self.client.get_object().bucket(&self.bucket).key(key).checksum_mode(ChecksumMode::Enabled).send().await;
+            let got = self
+                .client
+                .get_object()
+                .bucket(&self.bucket)
+                .key(key)
+                .checksum_mode(ChecksumMode::Enabled)
+                .send()
+                .await;
             let output = match got {
                 Ok(output) => output,
                 Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => {
