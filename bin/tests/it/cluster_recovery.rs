@@ -36,6 +36,7 @@ async fn a_voter_that_may_have_lost_its_tail_waits_at_its_recovery_gates() {
     let m = metrics(third).await;
     assert_eq!(m["wal_recovery"]["prior_run"], "running", "{m}");
     assert_eq!(m["wal_recovery"]["lost_tail_possible"], false, "{m}");
+    assert_eq!(m["wal_recovery"]["damaged_tail"], serde_json::Value::Null, "{m}");
     assert_eq!(m["recovery_gates"]["closed"], serde_json::json!([]), "{m}");
 
     // Node 3 loses its run state; node 2 dies too, so node 1 alone would
@@ -202,6 +203,8 @@ async fn a_voter_whose_journal_holds_a_hole_cuts_it_and_rejoins_through_its_gate
     assert_eq!(m["wal_recovery"]["lost_tail_possible"], true, "{m}");
     let reason = m["wal_recovery"]["reason"].as_str().unwrap_or_default();
     assert!(reason.contains("damaged frame"), "{m}");
+    let cut = m["wal_recovery"]["damaged_tail"].as_str().unwrap_or_default();
+    assert!(cut.contains("valid frames after it dropped too"), "{m}");
     assert_eq!(
         m["recovery_gates"],
         serde_json::json!({ "closed": [], "stalled": [] }),

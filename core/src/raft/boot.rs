@@ -434,7 +434,7 @@ async fn recovery_gates(
         Some(raw) if clustered => RecoveryGates::decode(raw),
         _ => Vec::new(),
     };
-    let gates = RecoveryGates::new(groups, prior, reason, &kept);
+    let gates = RecoveryGates::new(groups, prior, reason, &kept).with_damaged_tail(recovered.unsettled_damage.clone());
     if let Some(why) = reason {
         tracing::warn!(
             why,

@@ -137,6 +137,8 @@ pub struct RecoveryGates {
     catching_up: Vec<AtomicBool>,
     prior: PriorRun,
     reason: Option<&'static str>,
+    /// The WAL's cut of a damaged frame at this start, described.
+    damaged_tail: Option<String>,
     /// Held from reading the gated set to its WAL write, so that an older
     /// set never lands after a newer one.
     persisting: tokio::sync::Mutex<()>,
@@ -147,7 +149,15 @@ impl RecoveryGates {
         let closed = (0..groups).map(|g| AtomicBool::new(reason.is_some() || kept.contains(&g))).collect();
         let stalled = (0..groups).map(|_| AtomicBool::new(false)).collect();
         let catching_up = (0..groups).map(|_| AtomicBool::new(false)).collect();
-        RecoveryGates { closed, stalled, catching_up, prior, reason, persisting: tokio::sync::Mutex::new(()) }
+        let persisting = tokio::sync::Mutex::new(());
+        RecoveryGates { closed, stalled, catching_up, prior, reason, damaged_tail: None, persisting }
+    }
+
+    /// Names the WAL's cut of a damaged frame in `wal_recovery`, whatever
+    /// the reason reported beside it.
+    pub fn with_damaged_tail(mut self, cut: Option<String>) -> RecoveryGates {
+        self.damaged_tail = cut;
+        self
     }
 
     /// `raft_groups[].recovery_gate` (spec/35): `open`, `awaiting_barrier`,
@@ -224,6 +234,7 @@ impl RecoveryGates {
             "prior_run": self.prior.name(),
             "lost_tail_possible": self.reason.is_some(),
             "reason": self.reason,
+            "damaged_tail": self.damaged_tail,
         })
     }
 }
