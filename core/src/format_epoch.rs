@@ -44,8 +44,10 @@ pub enum EpochError {
          use a new prefix"
     )]
     ObjectsEpoch { location: String, found: String },
-    #[error("reading the format marker {path}: {source}")]
+    #[error("the format marker {path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    #[error("checking the WAL directory for a journal: {0}")]
+    Wal(ursula_wal::WalError),
     #[error(
         "object storage {location} did not answer the format check ({source}): a node checks it before it writes anything; start again once the store answers"
     )]
@@ -73,46 +75,20 @@ pub fn check_wal_dir(log_dir: &Path) -> Result<bool, EpochError> {
         Ok(text) => {
             epoch_of(&text).map(|()| false).map_err(|found| EpochError::WalEpoch { dir: log_dir.into(), found })
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            if holds_journal_bytes(log_dir).map_err(|source| EpochError::Io { path: log_dir.into(), source })? {
-                Err(EpochError::WalUnmarked(log_dir.into()))
-            } else {
-                Ok(true)
-            }
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => match ursula_wal::journal_bytes(log_dir) {
+            Ok(0) => Ok(true),
+            Ok(_) => Err(EpochError::WalUnmarked(log_dir.into())),
+            Err(e) => Err(EpochError::Wal(e)),
+        },
         Err(source) => Err(EpochError::Io { path, source }),
     }
 }
 
-fn holds_journal_bytes(log_dir: &Path) -> std::io::Result<bool> {
-    let entries = match std::fs::read_dir(log_dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(e),
-    };
-    for entry in entries {
-        let entry = entry?;
-        let is_segment = entry.file_name().to_str().is_some_and(|n| n.starts_with("segment-") && n.ends_with(".wal"));
-        if is_segment && entry.metadata()?.len() > 0 {
-            return Ok(true);
-        }
-    }
-    Ok(false)
-}
-
 /// Writes the WAL directory's marker durably.
 pub fn mark_wal_dir(log_dir: &Path) -> Result<(), EpochError> {
-    let path = log_dir.join(WAL_MARKER);
-    let tmp = log_dir.join(format!("{WAL_MARKER}.tmp"));
-    let write = || -> std::io::Result<()> {
-        std::fs::create_dir_all(log_dir)?;
-        let mut file = std::fs::File::create(&tmp)?;
-        std::io::Write::write_all(&mut file, marker_text().as_bytes())?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, &path)?;
-        std::fs::File::open(log_dir)?.sync_all()
-    };
-    write().map_err(|source| EpochError::Io { path, source })
+    std::fs::create_dir_all(log_dir)
+        .and_then(|()| ursula_wal::write_file_durably(log_dir, WAL_MARKER, marker_text().as_bytes()))
+        .map_err(|source| EpochError::Io { path: log_dir.join(WAL_MARKER), source })
 }
 
 /// The namespace `root` of an object store, where its marker lives.
@@ -149,6 +125,10 @@ impl ObjectNamespace {
     }
 
     /// Checks the namespace; true when its marker must still be written.
+    /// At startup it runs before the node writes anything, and `Err`
+    /// refuses the start, also when the store does not answer (a node that
+    /// could not check would write, and its snapshot GC delete, in a
+    /// namespace it does not know).
     pub async fn check(&self) -> Result<bool, EpochError> {
         match self.store.get(&self.marker_key()).await {
             Ok(text) => self.epoch_found(&text),
@@ -175,15 +155,6 @@ impl ObjectNamespace {
     pub async fn mark(&self) -> Result<(), EpochError> {
         let key = self.marker_key();
         self.store.put(&key, Bytes::from(marker_text())).await.map_err(|e| self.store_error(e))
-    }
-
-    /// The check at startup, before the node writes anything: `Err`
-    /// refuses the start, also when the store does not answer (a node
-    /// that could not check would write, and its snapshot GC delete, in a
-    /// namespace it does not know). `Ok(true)`: the marker must be written
-    /// once every other check passed.
-    pub async fn check_at_start(&self) -> Result<bool, EpochError> {
-        self.check().await
     }
 }
 

@@ -37,7 +37,7 @@ pub async fn run_with_clock(
     // node writes anything, and written once every check passed.
     let unmarked = match &config.cold {
         Some(cold) => match ObjectNamespace::of(cold).await? {
-            Some(namespace) => namespace.check_at_start().await?.then_some(namespace),
+            Some(namespace) => namespace.check().await?.then_some(namespace),
             None => None,
         },
         None => None,

@@ -160,6 +160,11 @@ fn raft_settings(raft: &RaftConfig) -> anyhow::Result<Arc<openraft::Config>> {
     Ok(Arc::new(config.validate().context("Raft settings")?))
 }
 
+/// The node's journal directory, `raft-log` under `dir`.
+fn log_dir(dir: &Path) -> PathBuf {
+    dir.join("raft-log")
+}
+
 /// The options of the node's WAL, in `raft-log` under `dir`. A voter with
 /// peers cuts damage in its newest segment even when valid frames follow
 /// it, and waits at its recovery gates (spec/35); a lone voter has nothing
@@ -167,7 +172,7 @@ fn raft_settings(raft: &RaftConfig) -> anyhow::Result<Arc<openraft::Config>> {
 pub(crate) fn wal_options(dir: &Path, wal: &WalConfig, clustered: bool) -> WalOptions {
     WalOptions {
         cut_damage_before_valid_frames: clustered,
-        dir: dir.join("raft-log"),
+        dir: log_dir(dir),
         fsync: match wal.fsync {
             FsyncSetting::Never => Fsync::Never,
             FsyncSetting::Always => Fsync::Always,
@@ -231,11 +236,10 @@ pub(crate) async fn open_group(
 pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>) -> anyhow::Result<RaftNode> {
     let (dir, temporary) = wal_dir(raft)?;
     // spec/35: a directory of another format epoch is refused before anything is written.
-    let log_dir = wal_options(&dir, &raft.wal, false).dir;
     // A directory without journal bytes has nothing to protect: it is
     // marked at once, so a first start that stops halfway is no older one.
-    if format_epoch::check_wal_dir(&log_dir)? {
-        format_epoch::mark_wal_dir(&log_dir)?;
+    if format_epoch::check_wal_dir(&log_dir(&dir))? {
+        format_epoch::mark_wal_dir(&log_dir(&dir))?;
     }
     let (wal, recovered) = open_wal(&dir, &raft.wal, !raft.peers.is_empty())?;
     let cluster_id = cluster_id(&wal, &recovered, &dir, config.cluster_id.as_deref()).await?;
@@ -422,14 +426,9 @@ async fn recovery_gates(
     let always = raft.wal.fsync == FsyncSetting::Always;
     let boot = recovery_gate::boot_id();
     // A single node has no leader to catch up from: it keeps what verified.
-    let reason = match &recovered.unsettled_damage {
-        _ if !clustered => None,
-        Some(cut) => {
-            tracing::warn!(cut, "the WAL's newest segment held a damaged frame, cut at open");
-            recovery_gate::lost_tail(&prior, boot.as_deref(), always, records).or(Some(recovery_gate::DAMAGED_TAIL))
-        }
-        None => recovery_gate::lost_tail(&prior, boot.as_deref(), always, records),
-    };
+    let lost = recovery_gate::lost_tail(&prior, boot.as_deref(), always, records);
+    let damaged = recovered.unsettled_damage.as_ref().map(|_| recovery_gate::DAMAGED_TAIL);
+    let reason = if clustered { lost.or(damaged) } else { None };
     let kept = match node_slot(recovered, SLOT_RECOVERY_GATES) {
         Some(raw) if clustered => RecoveryGates::decode(raw),
         _ => Vec::new(),
@@ -444,9 +443,7 @@ async fn recovery_gates(
     }
     // Only now that the gates are kept may the WAL forget its cut.
     if let Some(cut) = &recovered.unsettled_damage {
-        if !clustered {
-            tracing::warn!(cut, "a damaged frame in the WAL was cut; a single voter has no peer to fetch it from");
-        }
+        tracing::warn!(cut, clustered, "the WAL's newest segment held a damaged frame, cut at open");
         wal.settle_damage().context("settling the WAL's cut")?;
     }
     recovery_gate::write_run_state(dir, false).context("writing the run state")?;

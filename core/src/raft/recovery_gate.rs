@@ -13,8 +13,7 @@
 //! way, under `always` too. The gated groups are kept in the WAL until
 //! they open.
 
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -120,12 +119,7 @@ pub fn read_run_state(dir: &Path) -> PriorRun {
 /// a clean stop.
 pub fn write_run_state(dir: &Path, clean: bool) -> std::io::Result<()> {
     let text = if clean { "clean\n".to_owned() } else { format!("running {}\n", boot_id().unwrap_or_default()) };
-    let tmp: PathBuf = dir.join(format!("{RUN_STATE}.tmp"));
-    let mut file = std::fs::File::create(&tmp)?;
-    file.write_all(text.as_bytes())?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, dir.join(RUN_STATE))?;
-    std::fs::File::open(dir)?.sync_all()
+    ursula_wal::write_file_durably(dir, RUN_STATE, text.as_bytes())
 }
 
 /// The groups gated on this node, and why.

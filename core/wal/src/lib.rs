@@ -56,8 +56,8 @@ use bytes::Bytes;
 pub use error::WalError;
 use index::{Index, Loc};
 use inline::InlineWriter;
-pub use segment::LOCK_FILE;
 use segment::segment_path;
+pub use segment::{LOCK_FILE, journal_bytes, write_file_durably};
 use writer::{Op, Writer};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

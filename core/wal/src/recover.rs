@@ -105,15 +105,8 @@ fn read_damage(dir: &Path) -> Result<Option<String>, WalError> {
 
 /// Records a cut durably before it is made.
 fn record_damage(dir: &Path, what: &str) -> Result<(), WalError> {
-    let tmp = dir.join(format!("{DAMAGE_FILE}.tmp"));
-    let write = || -> std::io::Result<()> {
-        let mut file = fs::File::create(&tmp)?;
-        std::io::Write::write_all(&mut file, format!("{what}\n").as_bytes())?;
-        file.sync_all()?;
-        fs::rename(&tmp, dir.join(DAMAGE_FILE))
-    };
-    write().map_err(WalError::io(&tmp))?;
-    sync_dir(dir)
+    segment::write_file_durably(dir, DAMAGE_FILE, format!("{what}\n").as_bytes())
+        .map_err(WalError::io(dir.join(DAMAGE_FILE)))
 }
 
 pub fn settle_damage(dir: &Path) -> Result<(), WalError> {

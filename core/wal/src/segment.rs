@@ -35,6 +35,30 @@ pub fn list(dir: &Path) -> Result<Vec<u64>, WalError> {
     Ok(seqs)
 }
 
+/// Bytes in the segment files of `dir` (0 when it does not exist): whether
+/// a directory holds a journal, for checks made before it is opened.
+pub fn journal_bytes(dir: &Path) -> Result<u64, WalError> {
+    if !dir.exists() {
+        return Ok(0);
+    }
+    list(dir)?.into_iter().try_fold(0, |sum, seq| {
+        let path = segment_path(dir, seq);
+        Ok(sum + fs::metadata(&path).map_err(WalError::io(&path))?.len())
+    })
+}
+
+/// Replaces `dir/name` with `contents` durably: written to a temporary file
+/// and synced, renamed over, the directory synced. A crash leaves the old
+/// file or the new one, never a part.
+pub fn write_file_durably(dir: &Path, name: &str, contents: &[u8]) -> std::io::Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let mut file = File::create(&tmp)?;
+    std::io::Write::write_all(&mut file, contents)?;
+    file.sync_all()?;
+    fs::rename(&tmp, dir.join(name))?;
+    File::open(dir)?.sync_all()
+}
+
 /// Makes file creations and deletions in `dir` durable.
 pub fn sync_dir(dir: &Path) -> Result<(), WalError> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(WalError::io(dir))
