@@ -31,6 +31,8 @@ use crate::engine::{AdminError, GroupEngine, TransferError};
 use crate::process::process_incarnation;
 
 const INCARNATION_HEADER: &str = "x-ursula-process-incarnation";
+/// A recovery plan is a few hundred bytes.
+const PLAN_BYTES: usize = 64 * 1024;
 
 pub struct Admin<E> {
     pub backend: Arc<NodeBackend<E>>,
@@ -140,6 +142,13 @@ impl<E: GroupEngine> Admin<E> {
                 }
                 self.purge(bucket).await
             }
+            (&Method::POST, ["__ursula", "raft", group, "recovery", "accept-unsynced-loss"]) => {
+                if let Err(refused) = check_incarnation(&req) {
+                    return refusal(refused);
+                }
+                let group = group.to_string();
+                self.accept_unsynced_loss(&group, req).await
+            }
             (&Method::GET, ["__ursula", "raft", group, "quorum"]) => {
                 if let Err(refused) = check_incarnation(&req) {
                     return refusal(refused);
@@ -148,6 +157,7 @@ impl<E: GroupEngine> Admin<E> {
             }
             (_, ["__ursula", "raft", _, "leader", "transfer", _])
             | (_, ["__ursula", "raft", _, "snapshot" | "quorum"])
+            | (_, ["__ursula", "raft", _, "recovery", "accept-unsynced-loss"])
             | (_, ["__ursula", "leadership-shed", ..])
             | (_, ["__ursula", "purge", _])
             | (_, ["__ursula", "backup", "info" | "group", ..])
@@ -263,6 +273,36 @@ impl<E: GroupEngine> Admin<E> {
         admin_answer(self.engine.quorum(group).await)
     }
 
+    /// `POST /__ursula/raft/{group}/recovery/accept-unsynced-loss` (spec/35):
+    /// a JSON recovery plan; `422` for a body of another form.
+    async fn accept_unsynced_loss(&self, group: &str, req: Request<Incoming>) -> Answer {
+        let Some(group) = group.parse::<u32>().ok().filter(|g| *g < self.engine.group_count()) else {
+            return refusal(ApiError::NotFound);
+        };
+        let body = match http_body_util::Limited::new(req.into_body(), PLAN_BYTES).collect().await {
+            Ok(body) => body.to_bytes(),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                return refusal(ApiError::RequestTooLarge { limit: PLAN_BYTES as u64 });
+            }
+            Err(_) => return refusal(ApiError::BodyUnreadable),
+        };
+        let Ok(json) = serde_json::from_slice::<serde_json::Value>(&body) else {
+            let why = "the recovery plan must be a JSON object";
+            return refusal(admin_refusal(StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest, why));
+        };
+        let plan = match serde_json::from_value::<crate::raft::recovery_plan::PlanRequest>(json) {
+            Ok(plan) => plan,
+            Err(e) => {
+                let why = format!(
+                    "the recovery plan needs leader, point, cut, step ({{\"lead\": {{\"highest_term\"}}}} or \
+                     {{\"follow\": {{\"leader_term\"}}}}) and expected: {e}"
+                );
+                return refusal(admin_refusal(StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::InvalidRequest, why));
+            }
+        };
+        admin_answer(self.engine.accept_unsynced_loss(group, plan).await)
+    }
+
     /// `POST /__ursula/raft/{group}/snapshot` (spec/35).
     async fn snapshot(&self, group: &str) -> Answer {
         let Ok(group) = group.parse::<u32>() else {
@@ -359,6 +399,7 @@ fn admin_error(e: AdminError) -> Answer {
             answer.headers_mut().insert(http::header::RETRY_AFTER, http::HeaderValue::from_static("1"));
             answer
         }
+        AdminError::PlanRefused(body) => json_answer(StatusCode::CONFLICT, *body),
         AdminError::Failed(why) => {
             tracing::error!(error = %why, "an admin operation failed");
             refusal(admin_refusal(StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal, "the operation failed"))

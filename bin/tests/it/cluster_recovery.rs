@@ -235,7 +235,7 @@ fn hole_before_entries(segment: &[u8]) -> usize {
 }
 
 /// Three voters of `cluster`, ready, with the test stream created.
-async fn started(cluster: &Layout) -> Vec<Option<Node>> {
+pub async fn started(cluster: &Layout) -> Vec<Option<Node>> {
     let nodes: Vec<Option<Node>> = (0..3).map(|i| Some(cluster.start(i))).collect();
     for node in nodes.iter().flatten() {
         wait_ready(node).await;

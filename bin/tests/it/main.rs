@@ -103,6 +103,9 @@ mod cluster;
 // spec/35 crash recovery: recovery gates after a lost run state or a damaged journal, a follower's lost entries.
 mod cluster_recovery;
 
+// spec/35 recovery plans: accept-unsynced-loss after every voter of a group may have lost its tail.
+mod recovery_plan;
+
 // Issue 6: partitions (per-link TCP proxies), kill -9 and restarts under writers and linearizable readers.
 mod cluster_faults;
 

@@ -38,7 +38,8 @@ fn touched(command: &Command) -> Option<&StreamKey> {
         | Command::ExpireStreams(_)
         | Command::CommitCold(_)
         | Command::PurgeBucket(_)
-        | Command::Import(_) => None,
+        | Command::Import(_)
+        | Command::AcceptLoss(_) => None,
     }
 }
 
@@ -50,7 +51,8 @@ impl GroupState {
     pub fn apply(&mut self, command: Command, ctx: ApplyCtx) -> Outcome {
         // Only a stream someone waits on needs its key kept for the wake-up.
         let key = if self.watchers.is_empty() { None } else { touched(&command).cloned() };
-        let purge = matches!(command, Command::PurgeBucket(_) | Command::Import(_));
+        // A new history ends every live read of an old token, as a purge does.
+        let purge = matches!(command, Command::PurgeBucket(_) | Command::Import(_) | Command::AcceptLoss(_));
         let started = std::time::Instant::now();
         let outcome = self.store.apply(command, ctx);
         self.apply_ns += u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);

@@ -136,7 +136,7 @@ pub struct QuorumProof {
 }
 
 /// Why an admin operation on a node's Raft was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum AdminError {
     #[error("this node runs no Raft")]
     NoRaft,
@@ -157,6 +157,9 @@ pub enum AdminError {
     PurgeBusy(u32),
     #[error("{0}")]
     Failed(String),
+    /// A replica refused a recovery plan (`409` with this body, spec/35).
+    #[error("the recovery plan was refused: {0}")]
+    PlanRefused(Box<serde_json::Value>),
 }
 
 /// What a forwarded command counted.
@@ -258,6 +261,15 @@ pub trait GroupEngine: Send + Sync + 'static {
     }
     /// Purges `group`'s log through `upto`, at most through its last snapshot.
     fn purge_log(&self, _group: u32, _upto: u64) -> impl Future<Output = Result<PurgeAsked, AdminError>> + Send {
+        async { Err(AdminError::NoRaft) }
+    }
+    /// Takes a recovery plan of `group` on this replica (spec/35
+    /// `accept-unsynced-loss`): its answer, or a refusal.
+    fn accept_unsynced_loss(
+        &self,
+        _group: u32,
+        _plan: crate::raft::recovery_plan::PlanRequest,
+    ) -> impl Future<Output = Result<serde_json::Value, AdminError>> + Send {
         async { Err(AdminError::NoRaft) }
     }
     /// Proves this node's leadership of `group` with a fresh quorum round.

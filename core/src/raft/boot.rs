@@ -24,6 +24,7 @@ use super::leadership::Shed;
 use super::log_store::GroupLog;
 use super::network::NoPeers;
 use super::recovery_gate::{self, RecoveryGates};
+use super::recovery_plan::RecoveryPlans;
 use super::refusals::PeerRefusals;
 use super::snapshot_store::SnapshotStore;
 use super::state_machine::GroupMachine;
@@ -37,6 +38,8 @@ const SLOT_GROUP_COUNT: u8 = 2;
 pub(super) const SLOT_MAINTENANCE: u8 = 3;
 /// The groups whose crash-recovery gate is still closed (`recovery_gate`).
 pub(super) const SLOT_RECOVERY_GATES: u8 = 4;
+/// The recovery plans this replica took and has not carried out (`recovery_plan`).
+pub(super) const SLOT_RECOVERY_PLANS: u8 = 5;
 
 /// How long groups may take to elect themselves at startup.
 const LEADER_WAIT: Duration = Duration::from_secs(30);
@@ -399,6 +402,7 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
     ];
     if clustered {
         drivers.push(tokio::spawn(driver::keep_voters(engine.clone())));
+        drivers.push(tokio::spawn(super::plan_run::carry_out_plans(engine.clone())));
     }
     if clustered && raft.balance.enabled {
         drivers.push(tokio::spawn(driver::balance(engine.clone(), raft.balance)));
@@ -433,7 +437,30 @@ async fn recovery_gates(
         Some(raw) if clustered => RecoveryGates::decode(raw),
         _ => Vec::new(),
     };
-    let gates = RecoveryGates::new(groups, prior, reason, &kept).with_damaged_tail(recovered.unsettled_damage.clone());
+    let mut plans = match node_slot(recovered, SLOT_RECOVERY_PLANS) {
+        Some(raw) if clustered => RecoveryPlans::decode(raw),
+        _ => Default::default(),
+    };
+    // A plan's leader that may have lost entries again comes back with a
+    // closed gate instead: it campaigns for no one, and waits for another plan.
+    if reason.is_some() {
+        plans.retain(|group, plan| {
+            if plan.lead {
+                tracing::warn!(
+                    group,
+                    "this replica led a recovery plan and may have lost entries: the plan is dropped"
+                );
+            }
+            !plan.lead
+        });
+    }
+    let plans = RecoveryPlans::new(groups, plans);
+    let gates = RecoveryGates::new(groups, prior, reason, &kept)
+        .with_damaged_tail(recovered.unsettled_damage.clone())
+        .with_plans(plans);
+    if reason.is_some() {
+        set_node_slot(wal, SLOT_RECOVERY_PLANS, gates.plans.encode()).await?;
+    }
     if let Some(why) = reason {
         tracing::warn!(
             why,

@@ -84,6 +84,11 @@ impl RaftEngine {
         if g.shared.apply_stopped.load(Ordering::SeqCst) {
             return Err(EngineError::ApplyStopped(group));
         }
+        // spec/35: a group that holds a recovery plan serves nothing until
+        // its history event applied.
+        if self.holds_plan(group.0) {
+            return Err(EngineError::NoLeader(group));
+        }
         Ok(g)
     }
 
@@ -215,8 +220,11 @@ impl GroupEngine for RaftEngine {
                     // spec/35's recovery runbook reads these.
                     "last_log_term": log.last_log_term,
                     "recovery_gate": self.recovery_gates.state(i as u32),
-                    // No recovery plan runs here: plans are not built yet.
-                    "recovery": Value::Null,
+                    "recovery": self.recovery_gates.plans.held(i as u32).map(|p| p.report()),
+                    // The last history event this replica applied since it started.
+                    "history": {
+                        "event_index": Some(g.shared.history_event_index.load(Ordering::SeqCst)).filter(|i| *i > 0),
+                    },
                     "leads_live": leads_live(&m, self.node_id, g.raft.config().election_timeout_max),
                     "maintenance": { "running": !g.shared.apply_stopped.load(Ordering::SeqCst) },
                     // spec/37: the group's log cache and journal index.
@@ -411,6 +419,14 @@ impl GroupEngine for RaftEngine {
         self.quorum_proof(group).await
     }
 
+    async fn accept_unsynced_loss(
+        &self,
+        group: u32,
+        plan: super::recovery_plan::PlanRequest,
+    ) -> Result<Value, AdminError> {
+        self.take_plan(group, plan).await
+    }
+
     fn readiness_details(&self) -> Map<String, Value> {
         let mut m = Map::new();
         m.insert("peer_cluster_mismatches".into(), self.refusals.mismatches());
@@ -445,7 +461,11 @@ impl GroupEngine for RaftEngine {
 
 /// A leader whose quorum acknowledged it within an election timeout
 /// (`election_timeout_ms`) leads with a live quorum (spec/35 `leads_live`).
-fn leads_live(m: &openraft::RaftMetrics<super::types::TypeConfig>, me: u64, election_timeout_ms: u64) -> bool {
+pub(super) fn leads_live(
+    m: &openraft::RaftMetrics<super::types::TypeConfig>,
+    me: u64,
+    election_timeout_ms: u64,
+) -> bool {
     use openraft::Instant as _;
     let window = std::time::Duration::from_millis(election_timeout_ms);
     m.current_leader == Some(me) && m.last_quorum_acked.as_ref().is_some_and(|at| at.elapsed() < window)

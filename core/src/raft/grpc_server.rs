@@ -18,9 +18,10 @@ use super::disk_guard::DiskGuard;
 use super::leadership::Shed;
 use super::pb as conv;
 use super::recovery_gate::RecoveryGates;
+use super::recovery_plan::HeldPlan;
 use super::refusals::{Direction, PeerRefusals};
 use super::snapshot_store::{ObjectRef, SnapshotStore, Stored};
-use super::types::{GroupRaft, LogId, NodeId, Snapshot, SnapshotMeta, Vote};
+use super::types::{GroupRaft, LogId, NodeId, Snapshot, SnapshotMeta, TypeConfig, Vote};
 
 use pb::refusal::Kind;
 
@@ -104,6 +105,45 @@ impl RaftServer {
     /// Whether the group a request names waits at its recovery gate here.
     fn gated(&self, preamble: Option<&pb::Preamble>) -> bool {
         preamble.is_some_and(|p| self.limits.gates.is_closed(p.group))
+    }
+
+    /// The recovery plan this replica holds for the group a request names.
+    fn plan(&self, preamble: Option<&pb::Preamble>) -> Option<HeldPlan> {
+        preamble.and_then(|p| self.limits.gates.plans.held(p.group))
+    }
+
+    /// A replica that holds a recovery plan votes only for the plan's
+    /// leader above the plan term; one gated without a plan votes for no
+    /// one: it may have lost entries it acknowledged, so its vote could
+    /// elect an older history (spec/35).
+    fn admits_vote(
+        &self,
+        preamble: Option<&pb::Preamble>,
+        rpc: &openraft::raft::VoteRequest<TypeConfig>,
+    ) -> Result<(), pb::Refusal> {
+        match self.plan(preamble) {
+            Some(plan) => {
+                let (candidate, term) = (rpc.vote.leader_id.node_id, rpc.vote.leader_id.term);
+                let last = rpc.last_log_id.as_ref().map(|l| (l.leader_id.term, l.index));
+                plan.admits_vote(candidate, term, last).map_err(|why| self.refusal(Kind::Draining, why))
+            }
+            None if self.gated(preamble) => {
+                Err(self.refusal(Kind::Draining, "this replica waits at its recovery gate and grants no vote".into()))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// A replica that holds a recovery plan takes replication only from a
+    /// leader above the plan term.
+    fn admits_leader(&self, preamble: Option<&pb::Preamble>, vote: &Vote) -> Result<(), pb::Refusal> {
+        match self.plan(preamble) {
+            Some(plan) if !plan.admits_leader(vote.leader_id.term) => Err(self.refusal(
+                Kind::Draining,
+                format!("this replica holds a recovery plan: it follows only a leader above term {}", plan.leader_term),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// A snapshot that arrives as a reference to a peer's object is copied
@@ -239,9 +279,18 @@ impl RaftServer {
         use pb::append_entries_reply::Result as R;
         let preamble = req.preamble.clone();
         let reply = match self.prepare(preamble.as_ref(), from, || conv::append_request_from(req)) {
-            Ok((raft, rpc)) => raft.append_entries(rpc).await.map_err(|e| self.refusal(Kind::Fatal, e.to_string())),
+            Ok((raft, rpc)) => match self.admits_leader(preamble.as_ref(), &rpc.vote) {
+                Ok(()) => raft.append_entries(rpc).await.map_err(|e| self.refusal(Kind::Fatal, e.to_string())),
+                Err(r) => Err(r),
+            },
             Err(r) => Err(r),
         };
+        // spec/35: a replica a live leader replicates to refuses a plan.
+        if let (Ok(answer), Some(p)) = (&reply, &preamble)
+            && !matches!(answer, openraft::raft::AppendEntriesResponse::HigherVote(_))
+        {
+            self.limits.gates.plans.heard_leader(p.group);
+        }
         match reply {
             Ok(reply) => conv::append_reply_to(&reply),
             Err(r) => pb::AppendEntriesReply { result: Some(R::Refusal(r)) },
@@ -400,12 +449,11 @@ impl RaftService for RaftServer {
         let req = request.into_inner();
         let preamble = req.preamble.clone();
         let reply = match self.prepare(preamble.as_ref(), from, || conv::vote_request_from(req)) {
-            // It may have lost entries it acknowledged: its vote could elect an older history.
-            Ok(_) if self.gated(preamble.as_ref()) => {
-                Err(self.refusal(Kind::Draining, "this replica waits at its recovery gate and grants no vote".into()))
-            }
-            Ok((raft, (rpc, false))) => raft.vote(rpc).await.map_err(|e| self.refusal(Kind::Fatal, e.to_string())),
-            Ok((raft, (rpc, true))) => raft.pre_vote(rpc).await.map_err(|e| self.refusal(Kind::Fatal, e.to_string())),
+            Ok((raft, (rpc, pre))) => match self.admits_vote(preamble.as_ref(), &rpc) {
+                Err(r) => Err(r),
+                Ok(()) if pre => raft.pre_vote(rpc).await.map_err(|e| self.refusal(Kind::Fatal, e.to_string())),
+                Ok(()) => raft.vote(rpc).await.map_err(|e| self.refusal(Kind::Fatal, e.to_string())),
+            },
             Err(r) => Err(r),
         };
         Ok(Response::new(match reply {
@@ -424,7 +472,10 @@ impl RaftService for RaftServer {
         let preamble = req.preamble.clone();
         let group = preamble.as_ref().map_or(0, |p| p.group);
         let reply = match self.prepare(preamble.as_ref(), from, || conv::snapshot_chunk_from(req)) {
-            Ok((raft, chunk)) => self.install_chunk(raft, group, chunk).await,
+            Ok((raft, chunk)) => match self.admits_leader(preamble.as_ref(), &chunk.vote) {
+                Ok(()) => self.install_chunk(raft, group, chunk).await,
+                Err(r) => Err(r),
+            },
             Err(r) => Err(r),
         };
         Ok(Response::new(match reply {

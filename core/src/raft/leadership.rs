@@ -189,14 +189,15 @@ impl RaftEngine {
     /// at their recovery gate.
     pub(super) fn elect(&self, campaign: bool) {
         for (i, g) in self.groups.iter().enumerate() {
-            g.raft.runtime_config().elect(campaign && !self.recovery_gates.is_closed(i as u32));
+            g.raft.runtime_config().elect(campaign && self.recovery_gates.may_campaign(i as u32));
         }
     }
 
-    /// Lets `group` campaign again after its recovery gate opened.
+    /// Lets `group` campaign again after its recovery gate opened, or
+    /// as a recovery plan says.
     pub(super) fn elect_group(&self, group: u32) {
         if let Some(g) = self.groups.get(group as usize) {
-            g.raft.runtime_config().elect(self.shed.may_lead() && !self.recovery_gates.is_closed(group));
+            g.raft.runtime_config().elect(self.shed.may_lead() && self.recovery_gates.may_campaign(group));
         }
     }
 

@@ -140,6 +140,11 @@ impl GroupLog {
         self.lock().bytes_since_purge
     }
 
+    /// The id of the log's last entry (or of its purge point).
+    pub fn last_log_id(&self) -> Option<LogId> {
+        self.lock().last_log_id
+    }
+
     pub fn figures(&self) -> LogFigures {
         let inner = self.lock();
         let indexed = inner.last_log_id.map_or(0, |last| (last.index + 1).saturating_sub(inner.start));

@@ -136,6 +136,8 @@ pub struct RecoveryGates {
     /// Held from reading the gated set to its WAL write, so that an older
     /// set never lands after a newer one.
     persisting: tokio::sync::Mutex<()>,
+    /// The recovery plans this replica took (`recovery_plan`).
+    pub plans: super::recovery_plan::RecoveryPlans,
 }
 
 impl RecoveryGates {
@@ -144,7 +146,23 @@ impl RecoveryGates {
         let stalled = (0..groups).map(|_| AtomicBool::new(false)).collect();
         let catching_up = (0..groups).map(|_| AtomicBool::new(false)).collect();
         let persisting = tokio::sync::Mutex::new(());
-        RecoveryGates { closed, stalled, catching_up, prior, reason, damaged_tail: None, persisting }
+        let plans = super::recovery_plan::RecoveryPlans::new(groups, Default::default());
+        RecoveryGates { closed, stalled, catching_up, prior, reason, damaged_tail: None, persisting, plans }
+    }
+
+    /// The plans recorded in the node's metadata, taken again at start.
+    pub fn with_plans(mut self, plans: super::recovery_plan::RecoveryPlans) -> RecoveryGates {
+        self.plans = plans;
+        self
+    }
+
+    /// Whether `group` may campaign here: a plan's leader does, a plan's
+    /// follower does not, and otherwise an open gate does.
+    pub fn may_campaign(&self, group: u32) -> bool {
+        match self.plans.held(group) {
+            Some(plan) => plan.lead,
+            None => !self.is_closed(group),
+        }
     }
 
     /// Names the WAL's cut of a damaged frame in `wal_recovery`, whatever
@@ -262,7 +280,7 @@ pub async fn open_when_caught_up(engine: Arc<RaftEngine>, group: u32) {
     }
 }
 
-async fn open(engine: &RaftEngine, group: u32) {
+pub(super) async fn open(engine: &RaftEngine, group: u32) {
     let gates = &engine.recovery_gates;
     if let Some(c) = gates.closed.get(group as usize) {
         c.store(false, Ordering::SeqCst);

@@ -51,6 +51,17 @@ pub enum Command {
     /// Removes up to `max` streams that expired a second or more before
     /// the proposer's clock, earliest expiry first (spec/35 "Deleted data").
     ExpireStreams(ExpireStreams),
+    /// An operator accepted the loss of acknowledged writes after a crash
+    /// (spec/35 "Recovering after a host crash"): the group starts a new
+    /// history in place, the first entry its recovery plan's leader commits.
+    AcceptLoss(AcceptLoss),
+}
+
+/// `POST /__ursula/raft/{group}/recovery/accept-unsynced-loss`: the history event.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcceptLoss {
+    /// The history the group starts, drawn at random by the plan's leader.
+    pub history_id: u64,
 }
 
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]

@@ -42,8 +42,8 @@ pub mod usage;
 pub use boundary::Boundary;
 pub use cold::{ColdCut, ColdPiece, ColdSlice, ColdSpan, CommitCold};
 pub use command::{
-    AdvanceRetention, AppendStream, ApplyCtx, Body, Command, CreateStream, DeleteStream, ExpireStreams, ImportGroup,
-    PublishSnapshot, PurgeBucket, RenewStream,
+    AcceptLoss, AdvanceRetention, AppendStream, ApplyCtx, Body, Command, CreateStream, DeleteStream, ExpireStreams,
+    ImportGroup, PublishSnapshot, PurgeBucket, RenewStream,
 };
 pub use content_type::ContentType;
 pub use error_code::ErrorCode;

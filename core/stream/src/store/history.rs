@@ -1,6 +1,7 @@
 //! History rewrites (extensions §2.4, §5.3; spec/35 "Backup and disaster
-//! recovery"). A restore imports a backup's group state into an empty
-//! group as a new history: every stream gets a new `Stream-Incarnation`,
+//! recovery", "Recovering after a host crash"). A restore imports a
+//! backup's group state into an empty group as a new history, and an
+//! accepted loss starts one in place: every stream gets a new `Stream-Incarnation`,
 //! remembers the token and tail it inherited, and every producer epoch
 //! claimed before the rewrite is closed.
 
@@ -78,6 +79,31 @@ impl StreamStore {
         self.rewrites = rewrites;
         self.imported = Some(cmd.digest);
         Ok(Imported { already: false, buckets: self.bucket_count() as u64, streams: self.len() as u64 })
+    }
+
+    /// Starts a new history in place: every stream keeps its bytes under a
+    /// new token, names its token and tail before the loss, and every
+    /// producer epoch claimed before is closed. Returns the streams rewritten.
+    pub(super) fn accept_loss(&mut self, history_id: u64) -> usize {
+        let mut rewrites: BTreeMap<_, BTreeMap<_, _>> = BTreeMap::new();
+        let mut count = 0;
+        for (bucket, streams) in &mut self.streams {
+            let earlier = self.rewrites.get(bucket);
+            for (id, stream) in streams.iter_mut() {
+                let key = StreamKey { bucket: bucket.clone(), stream: id.clone() };
+                let rewrite = rewrite(stream, earlier.and_then(|r| r.get(id)), &key, history_id);
+                rewrites.entry(bucket.clone()).or_default().insert(id.clone(), rewrite);
+                count += 1;
+            }
+        }
+        self.history_id = history_id;
+        self.rewrites = rewrites;
+        count
+    }
+
+    /// The history this store's tokens are drawn from: a rewrite changes it.
+    pub fn history_id(&self) -> u64 {
+        self.history_id
     }
 
     /// Whether an import of the object with BLAKE3 `digest` would apply

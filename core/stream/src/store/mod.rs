@@ -171,6 +171,10 @@ pub enum Outcome {
         removed: usize,
     },
     Import(Result<Imported, Rejection>),
+    /// An accepted loss gave every stream of the group a new token.
+    AcceptLoss {
+        streams: usize,
+    },
     ReferenceSource(Result<crate::fork::SourceReferenced, Rejection>),
     /// A source collected with its last reference hands back its own base.
     ReleaseSource {
@@ -338,6 +342,7 @@ impl StreamStore {
             }
             Command::Import(cmd) => Outcome::Import(self.import(cmd)),
             Command::ExpireStreams(cmd) => self.expire(cmd.max, ctx),
+            Command::AcceptLoss(cmd) => Outcome::AcceptLoss { streams: self.accept_loss(cmd.history_id) },
         }
     }
 

@@ -127,3 +127,39 @@ fn a_recreated_stream_inherits_nothing_and_a_sweep_forgets_its_record() {
     dst.apply(Command::Sweep);
     assert!(dst.store.rewrites.is_empty(), "the record of the deleted incarnation is dropped");
 }
+
+fn accept_loss(h: &mut Harness, history_id: u64) -> usize {
+    match h.apply(Command::AcceptLoss(crate::command::AcceptLoss { history_id })) {
+        Outcome::AcceptLoss { streams } => streams,
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn an_accepted_loss_rewrites_every_stream_in_place_and_closes_its_producers() {
+    let mut h = source();
+    h.create("t", "text/plain").expect("created");
+    let (s, t) = (head(&h, "s"), head(&h, "t"));
+    assert_eq!(accept_loss(&mut h, 41), 2);
+    assert_eq!(h.store.history_id(), 41);
+    let after = head(&h, "s");
+    assert_ne!(after.incarnation, s.incarnation);
+    assert_eq!(after.previous, Some(Inherited { incarnation: s.incarnation, offset: s.tail }));
+    assert_eq!(head(&h, "t").previous, Some(Inherited { incarnation: t.incarnation, offset: t.tail }));
+    assert_eq!(h.read_all("s"), "abc", "the bytes stay");
+    // Epoch 0 of p1 is closed at its last surviving seq; a repeat keeps its receipt.
+    let closed = ClosedEpoch { epoch: 0, seq: 2 };
+    assert_eq!(h.append(write(0, 3, "d")), Err(Rejection::ProducerClosedByHistory { closed }));
+    assert_eq!(h.append(write(0, 2, "c")).expect("a repeat").kind, AppendKind::Duplicate);
+    let mut stale = write(1, 0, "d");
+    stale.expect = Some(s.incarnation);
+    assert_eq!(h.append(stale), Err(Rejection::IncarnationMismatch { current: Some(after.incarnation) }));
+    // A second loss with no write between names the token before both.
+    assert_eq!(accept_loss(&mut h, 42), 2);
+    assert_eq!(head(&h, "s").previous, Some(Inherited { incarnation: s.incarnation, offset: s.tail }));
+    assert_ne!(head(&h, "s").incarnation, after.incarnation);
+    // A group with no stream starts its history all the same.
+    let mut empty = Harness::new();
+    assert_eq!(accept_loss(&mut empty, 7), 0);
+    assert_eq!(empty.store.history_id(), 7);
+}
