@@ -132,6 +132,24 @@ pub enum Verb {
         #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX")]
         location: String,
     },
+    /// Explain the recovery plan of one stalled group and send nothing; with --accept-loss, accept the loss of writes acknowledged after the voters' last fsync and send it (spec/35).
+    RecoverGroup {
+        /// The stalled Raft group.
+        #[arg(long, value_name = "G")]
+        group: u32,
+        /// Send the plan: the group starts a new history, every stream a new Stream-Incarnation.
+        #[arg(long)]
+        accept_loss: bool,
+        /// Plans sent at most (a wedged or refused plan is planned again).
+        #[arg(long, default_value_t = 3, value_name = "N")]
+        max_plans: u32,
+        /// Seconds one accept-unsynced-loss call may take.
+        #[arg(long, default_value_t = 60, value_name = "SECS")]
+        accept_timeout_secs: u64,
+        /// Give up (exit 2) when the group has not recovered after this long.
+        #[arg(long, default_value_t = 600, value_name = "SECS")]
+        timeout_secs: u64,
+    },
     /// Print the manifest with each node's current process incarnation pinned (JSON).
     PinIncarnations {
         /// Pin a new process for this one node (a replacement); every other node must match its saved pin.

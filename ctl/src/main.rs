@@ -9,6 +9,7 @@ mod manifest;
 mod metrics;
 mod plan;
 mod progress;
+mod recovery;
 mod verbs;
 
 use std::time::Duration;
@@ -51,6 +52,16 @@ async fn run(cli: Cli) -> Result<()> {
             verbs::quorum::survivors(&cluster, excluded_node_id, expected_groups, secs(timeout_secs)).await
         }
         Verb::PinIncarnations { replace_node } => verbs::pin::run(&cluster, replace_node).await,
+        Verb::RecoverGroup { group, accept_loss, max_plans, accept_timeout_secs, timeout_secs } => {
+            let options = verbs::recover::Options {
+                group,
+                accept_loss,
+                max_plans,
+                accept_timeout: secs(accept_timeout_secs.max(1)),
+                timeout: secs(timeout_secs),
+            };
+            verbs::recover::run(&cluster, options).await
+        }
         Verb::BackupCreate { location, created_unix_ms } => {
             verbs::backup::create(&cluster, &location, created_unix_ms).await
         }

@@ -48,6 +48,49 @@ pub struct GroupMetrics {
     pub voters: Vec<u64>,
     #[serde(default)]
     pub learners: Vec<u64>,
+    // What spec/35's recovery runbook reads.
+    #[serde(default)]
+    pub recovery_gate: Option<String>,
+    #[serde(default)]
+    pub last_log_term: Option<u64>,
+    #[serde(default)]
+    pub last_log_index: Option<u64>,
+    #[serde(default)]
+    pub committed_term: Option<u64>,
+    #[serde(default)]
+    pub committed_node: Option<u64>,
+    /// The recovery plan the replica holds, if any.
+    #[serde(default)]
+    pub recovery: Option<serde_json::Value>,
+    #[serde(default)]
+    pub leads_live: bool,
+    #[serde(default)]
+    pub voter_configs: Vec<Vec<u64>>,
+    #[serde(default)]
+    pub committed_voter_configs: Vec<Vec<u64>>,
+    #[serde(default)]
+    pub maintenance: Option<GroupRunning>,
+    #[serde(default)]
+    pub history: Option<History>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct GroupRunning {
+    #[serde(default)]
+    pub running: bool,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct History {
+    #[serde(default)]
+    pub event_index: Option<u64>,
+}
+
+impl GroupMetrics {
+    /// Whether the group runs on the replica (no failed apply stopped it).
+    pub fn running(&self) -> bool {
+        self.maintenance.as_ref().is_none_or(|m| m.running)
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -204,6 +204,7 @@ mod tests {
                     last_applied_index: *applied,
                     voters: vec![1, 2, 3],
                     learners: vec![],
+                    ..Default::default()
                 })
                 .collect(),
             leadership_shed: Some(shed.into()),
