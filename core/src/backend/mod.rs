@@ -251,6 +251,9 @@ pub(crate) fn internal(e: EngineError) -> BackendError {
         EngineError::ApplyStopped(_) => {
             BackendError::Unavailable { reason: Unavailable::ApplyStopped, retry_after_secs: 5 }
         }
+        EngineError::HistoryPending(_) => {
+            BackendError::Unavailable { reason: Unavailable::HistoryPending, retry_after_secs: 1 }
+        }
         EngineError::LogPressure => {
             BackendError::Unavailable { reason: Unavailable::RaftLogPressure, retry_after_secs: 5 }
         }

@@ -30,6 +30,9 @@ pub enum EngineError {
     /// A committed command failed to apply and stopped the group on this replica.
     #[error("group {0:?} stopped: a committed command failed to apply")]
     ApplyStopped(GroupId),
+    /// The group holds a recovery plan whose history event has not applied here.
+    #[error("group {0:?} starts a new history: its event has not applied")]
+    HistoryPending(GroupId),
     /// The node's Raft log is over twice `raft.snapshot_log_budget`; nothing was applied.
     #[error("the Raft log is over twice raft.snapshot_log_budget")]
     LogPressure,

@@ -87,7 +87,7 @@ impl RaftEngine {
         // spec/35: a group that holds a recovery plan serves nothing until
         // its history event applied.
         if self.holds_plan(group.0) {
-            return Err(EngineError::NoLeader(group));
+            return Err(EngineError::HistoryPending(group));
         }
         Ok(g)
     }

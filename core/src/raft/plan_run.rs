@@ -178,3 +178,43 @@ pub(super) async fn carry_out_plans(engine: Arc<RaftEngine>) {
         tokio::time::sleep(TICK).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::SystemClock;
+    use crate::config::{CliOverrides, EngineConfig};
+    use crate::engine::{EngineError, GroupEngine};
+    use ursula_stream::routing::GroupId;
+
+    /// spec/35: a group that holds a plan serves nothing, `503
+    /// HISTORY_PENDING`, and its metrics name the plan; a lone voter leads
+    /// live, so it refuses a plan of its own.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_group_that_holds_a_plan_serves_nothing_and_a_live_leader_refuses_one() {
+        let dir = tempfile::tempdir().expect("a tempdir");
+        let text = format!("[raft]\ngroup_count = 2\n[raft.wal]\npath = {:?}\n", dir.path());
+        let config = crate::config::from_text(&text, &CliOverrides::default()).expect("settings");
+        let EngineConfig::Raft(raft) = &config.engine else { panic!("a WAL path runs Raft") };
+        let node = super::super::start(&config, raft, Arc::new(SystemClock)).await.expect("the node starts");
+        let engine = node.engine.clone();
+        let g = &engine.metrics()["raft_groups"][0];
+        let body = json!({ "leader": 1, "point": g["last_log_index"], "cut": false,
+            "step": { "lead": { "highest_term": g["current_term"] } },
+            "expected": { "last_log_index": g["last_log_index"], "last_log_term": g["last_log_term"],
+                          "current_term": g["current_term"] } });
+        let plan: PlanRequest = serde_json::from_value(body).expect("a plan");
+        let Err(AdminError::PlanRefused(refused)) = engine.take_plan(0, plan).await else { panic!("refused") };
+        assert_eq!(refused["refusal"]["reason"], "not_stalled", "{refused}");
+        assert_eq!((&refused["raft_group_id"], &refused["node_id"]), (&json!(0), &json!(1)), "{refused}");
+        assert_eq!(engine.metrics()["raft_groups"][0]["recovery"], Value::Null);
+
+        let held = HeldPlan { leader: 1, point: 1, cut: false, leader_term: 1, lead: true, prior_history: 0 };
+        engine.recovery_gates.plans.put(0, held);
+        let read = engine.query(GroupId(0), |store, _| store.len());
+        assert!(matches!(read, Err(EngineError::HistoryPending(GroupId(0)))), "{read:?}");
+        assert_eq!(engine.query(GroupId(1), |store, _| store.len()), Ok(0), "the other group serves");
+        assert_eq!(engine.metrics()["raft_groups"][0]["recovery"]["step"], "lead");
+        node.shutdown().await.expect("a clean stop");
+    }
+}

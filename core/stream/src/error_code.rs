@@ -84,6 +84,7 @@ pub enum ErrorCode {
     LiveReadBackpressure,
     RaftLogPressure,
     ApplyStopped,
+    HistoryPending,
 }
 
 impl ErrorCode {
@@ -167,6 +168,7 @@ impl ErrorCode {
         ErrorCode::LiveReadBackpressure,
         ErrorCode::RaftLogPressure,
         ErrorCode::ApplyStopped,
+        ErrorCode::HistoryPending,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -249,6 +251,7 @@ impl ErrorCode {
             ErrorCode::LiveReadBackpressure => "LIVE_READ_BACKPRESSURE",
             ErrorCode::RaftLogPressure => "RAFT_LOG_PRESSURE",
             ErrorCode::ApplyStopped => "APPLY_STOPPED",
+            ErrorCode::HistoryPending => "HISTORY_PENDING",
         }
     }
 }

@@ -118,6 +118,8 @@ pub enum Unavailable {
     RaftLogPressure,
     /// A committed command failed to apply and stopped the group on this replica.
     ApplyStopped,
+    /// The group holds a recovery plan whose history event has not applied (spec/35).
+    HistoryPending,
 }
 
 impl From<Rejection> for BackendError {

@@ -325,6 +325,10 @@ impl ApiError {
                         ErrorCode::ApplyStopped,
                         "a committed command failed to apply and stopped the stream's group on this node",
                     ),
+                    Unavailable::HistoryPending => (
+                        ErrorCode::HistoryPending,
+                        "the stream's group starts a new history after an accepted loss; it serves once that applied",
+                    ),
                 };
                 ErrorAnswer::new(S::SERVICE_UNAVAILABLE, code, message).header("retry-after", retry_after_secs)
             }

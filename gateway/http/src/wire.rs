@@ -114,6 +114,7 @@ fn unavailable_reason(reason: Unavailable) -> pb::unavailable::Reason {
         Unavailable::LiveReads => Reason::LiveReadBackpressure,
         Unavailable::RaftLogPressure => Reason::RaftLogPressure,
         Unavailable::ApplyStopped => Reason::ApplyStopped,
+        Unavailable::HistoryPending => Reason::HistoryPending,
     }
 }
 
@@ -128,6 +129,7 @@ fn unavailable_of(reason: pb::unavailable::Reason) -> Option<Unavailable> {
         Reason::LiveReadBackpressure => Unavailable::LiveReads,
         Reason::RaftLogPressure => Unavailable::RaftLogPressure,
         Reason::ApplyStopped => Unavailable::ApplyStopped,
+        Reason::HistoryPending => Unavailable::HistoryPending,
     })
 }
 
@@ -208,6 +210,7 @@ mod tests {
             BackendError::Unavailable { reason: Unavailable::LiveReads, retry_after_secs: 1 },
             BackendError::Unavailable { reason: Unavailable::RaftLogPressure, retry_after_secs: 5 },
             BackendError::Unavailable { reason: Unavailable::ApplyStopped, retry_after_secs: 5 },
+            BackendError::Unavailable { reason: Unavailable::HistoryPending, retry_after_secs: 1 },
             BackendError::OutcomeUnknown { retry_after_secs: 1 },
             BackendError::NoColdStore,
             BackendError::Parts(PartsRefusal::UnknownPart),
@@ -224,7 +227,7 @@ mod tests {
             BackendError::Internal("disk on fire".into()),
         ];
         let kinds: std::collections::BTreeSet<&str> = errors.iter().map(kind_of).collect();
-        assert_eq!(kinds.len(), 19, "every kind is listed: {kinds:?}");
+        assert_eq!(kinds.len(), 20, "every kind is listed: {kinds:?}");
         errors
     }
 
@@ -239,6 +242,7 @@ mod tests {
             BackendError::Unavailable { reason: Unavailable::LiveReads, .. } => "live reads",
             BackendError::Unavailable { reason: Unavailable::RaftLogPressure, .. } => "log pressure",
             BackendError::Unavailable { reason: Unavailable::ApplyStopped, .. } => "apply stopped",
+            BackendError::Unavailable { reason: Unavailable::HistoryPending, .. } => "history pending",
             BackendError::OutcomeUnknown { .. } => "outcome unknown",
             BackendError::NoColdStore => "no cold store",
             BackendError::Parts(PartsRefusal::UnknownPart) => "unknown part",
