@@ -199,7 +199,9 @@ pub fn satisfied(plan: &Plan, replicas: &Replicas) -> bool {
 /// Whether the plan wedged in this observation: a replica holding it
 /// reports its group stalled, or a longer log than the plan's leader.
 pub fn wedged(plan: &Plan, replicas: &Replicas) -> bool {
-    let leader_log = replicas.get(&plan.leader).and_then(|g| g.last_log_index);
+    // A leader that did not answer is no evidence either way.
+    let Some(leader) = replicas.get(&plan.leader) else { return false };
+    let leader_log = leader.last_log_index;
     replicas.values().any(|g| {
         g.recovery.is_some() && (g.recovery_gate.as_deref() == Some("stalled") || g.last_log_index > leader_log)
     })

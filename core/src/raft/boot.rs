@@ -438,7 +438,7 @@ async fn recovery_gates(
         _ => Vec::new(),
     };
     let mut plans = match node_slot(recovered, SLOT_RECOVERY_PLANS) {
-        Some(raw) if clustered => RecoveryPlans::decode(raw),
+        Some(raw) if clustered => RecoveryPlans::decode(raw).context("reading the recorded recovery plans")?,
         _ => Default::default(),
     };
     // A plan's leader that may have lost entries again comes back with a

@@ -282,10 +282,16 @@ impl Peers {
         }
     }
 
-    /// Whether peer `node` may take leaderships now.
-    pub async fn shed_state(&self, node: NodeId, wait: std::time::Duration) -> Result<pb::ShedState, PeerError> {
+    /// Whether peer `node` may take leaderships now; of `group`, when named.
+    pub async fn shed_state(
+        &self,
+        node: NodeId,
+        group: Option<u32>,
+        wait: std::time::Duration,
+    ) -> Result<pb::ShedState, PeerError> {
         use pb::leadership_shed_reply::Result as R;
-        let request = pb::LeadershipShedRequest { preamble: Some(self.preamble(0)) };
+        let request =
+            pb::LeadershipShedRequest { preamble: Some(self.preamble(group.unwrap_or(0))), for_group: group.is_some() };
         let (url, reply) = self.ask(node, wait, |mut c| async move { c.leadership_shed(request).await }).await?;
         match reply.result {
             Some(R::State(state)) => Ok(state),

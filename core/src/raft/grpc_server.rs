@@ -134,6 +134,21 @@ impl RaftServer {
         }
     }
 
+    /// A replica that holds a recovery plan answers no barrier and takes
+    /// no forwarded command until the group's history event applied: a
+    /// barrier below the event would open a gate on the old history, and
+    /// the event is the first entry of the plan's leader (spec/35).
+    fn no_pending_history<'a>(
+        &self,
+        preamble: &Option<pb::Preamble>,
+        raft: &'a GroupRaft,
+    ) -> Result<&'a GroupRaft, pb::Refusal> {
+        match self.plan(preamble.as_ref()) {
+            Some(_) => Err(self.refusal(Kind::Draining, "the group's new history event has not applied here".into())),
+            None => Ok(raft),
+        }
+    }
+
     /// A replica that holds a recovery plan takes replication only from a
     /// leader above the plan term.
     fn admits_leader(&self, preamble: Option<&pb::Preamble>, vote: &Vote) -> Result<(), pb::Refusal> {
@@ -345,7 +360,10 @@ impl RaftService for RaftServer {
             ursula_http::telemetry::rpc_span("ursula.raft.v1.RaftService/ReadBarrier", request.metadata().as_ref());
         let from = request.remote_addr();
         let req = request.into_inner();
-        let result = match self.group(req.preamble.as_ref(), from) {
+        let result = match self
+            .group(req.preamble.as_ref(), from)
+            .and_then(|raft| self.no_pending_history(&req.preamble, raft))
+        {
             Ok(raft) => match raft.ensure_linearizable(openraft::raft::ReadPolicy::ReadIndex).instrument(span).await {
                 Ok(read_log_id) => R::Index(read_log_id.index()),
                 Err(RaftError::APIError(_)) => R::NotLeader(pb::NotLeader { leader: raft.current_leader().await }),
@@ -368,7 +386,9 @@ impl RaftService for RaftServer {
             ursula_http::telemetry::rpc_span("ursula.raft.v1.RaftService/ForwardCommand", request.metadata().as_ref());
         let from = request.remote_addr();
         let req = request.into_inner();
-        let result = match (self.group(req.preamble.as_ref(), from), conv_command(&req.command)) {
+        let raft =
+            self.group(req.preamble.as_ref(), from).and_then(|raft| self.no_pending_history(&req.preamble, raft));
+        let result = match (raft, conv_command(&req.command)) {
             (Err(r), _) => R::Refusal(r),
             (_, Err(why)) => R::Refusal(self.refusal(Kind::Malformed, why)),
             (Ok(raft), Ok(command)) => {
@@ -492,7 +512,14 @@ impl RaftService for RaftServer {
         let from = request.remote_addr();
         let req = request.into_inner();
         let result = match self.group(req.preamble.as_ref(), from) {
-            Ok(_) => R::State(self.shed_state()),
+            Ok(_) => {
+                let mut state = self.shed_state();
+                let preamble = req.preamble.as_ref();
+                if req.for_group && (self.gated(preamble) || self.plan(preamble).is_some()) {
+                    state.should_accept_transfer = false;
+                }
+                R::State(state)
+            }
             Err(r) => R::Refusal(r),
         };
         Ok(Response::new(pb::LeadershipShedReply { result: Some(result) }))
@@ -511,7 +538,9 @@ impl RaftService for RaftServer {
             // elect another once its heartbeats stop.
             Ok((_, rpc))
                 if *rpc.to_node_id() == self.node_id
-                    && (!self.limits.shed.may_lead() || self.gated(preamble.as_ref())) =>
+                    && (!self.limits.shed.may_lead()
+                        || self.gated(preamble.as_ref())
+                        || self.plan(preamble.as_ref()).is_some()) =>
             {
                 Err(self.refusal(Kind::Draining, "this voter sheds its leaderships and takes none".into()))
             }

@@ -104,17 +104,28 @@ impl RaftEngine {
                 "the target does not hold every committed entry of the group yet",
             ));
         }
-        if let Some(peers) = &self.peers
-            && let Ok(state) = peers.shed_state(to, self.peer_timeout).await
-            && !state.should_accept_transfer
-        {
-            return Err(TransferError::TargetNotReady("the target takes no leadership now (draining or recovering)"));
-        }
         self.trigger(group, g, to).await?;
         Ok(Transferred { group, from: self.node_id, to, term })
     }
 
     async fn trigger(&self, group: u32, g: &RaftGroup, to: NodeId) -> Result<(), TransferError> {
+        // A plan's leader keeps the group until its history event applied:
+        // the plan's other replicas vote for no one else (spec/35).
+        if self.holds_plan(group) {
+            return Err(TransferError::TargetNotReady(
+                "this node leads a recovery plan whose history event is pending",
+            ));
+        }
+        // A target that refuses would leave this leader transferring, its
+        // heartbeats and writes stopped, until an election it may not get:
+        // asked first, about this very group (its gate, its plan).
+        if let Some(peers) = &self.peers
+            && let Ok(state) = peers.shed_state(to, Some(group), self.peer_timeout).await
+            && !state.should_accept_transfer
+        {
+            let why = "the target takes no leadership of the group now (draining or recovering)";
+            return Err(TransferError::TargetNotReady(why));
+        }
         g.raft.trigger().transfer_leader(to).await.map_err(|e| TransferError::Stopped { group, why: e.to_string() })?;
         self.transfers.triggered.fetch_add(1, Ordering::Relaxed);
         tracing::info!(group, to, "leadership transfer triggered");
@@ -143,7 +154,8 @@ impl RaftEngine {
     pub(super) async fn willing_peers(&self, timeout: Duration) -> Vec<NodeId> {
         let Some(peers) = &self.peers else { return Vec::new() };
         let others: Vec<NodeId> = self.voters().into_iter().filter(|id| *id != self.node_id).collect();
-        let answers = futures_util::future::join_all(others.iter().map(|id| peers.shed_state(*id, timeout))).await;
+        let answers =
+            futures_util::future::join_all(others.iter().map(|id| peers.shed_state(*id, None, timeout))).await;
         others
             .into_iter()
             .zip(answers)

@@ -82,14 +82,15 @@ impl RaftEngine {
             Step::Lead { highest_term } => (true, highest_term.max(vote_term)),
             Step::Follow { leader_term } => (false, leader_term),
         };
-        let prior_history = group_state::lock(&g.shared.state).store.history_id();
-        let held = HeldPlan { leader: plan.leader, point: plan.point, cut: plan.cut, leader_term, lead, prior_history };
+        let held = HeldPlan { leader: plan.leader, point: plan.point, cut: plan.cut, leader_term, lead };
         plans.put(group, held);
         if let Err(e) = self.persist_plans().await {
             plans.drop_if(group, &held);
             return Err(AdminError::Failed(format!("recording the recovery plan: {e}")));
         }
         self.elect_group(group);
+        // Stalled again only after 30 s in which it applied nothing under the plan.
+        self.recovery_gates.restart_stall_clock(group);
         tracing::warn!(
             group,
             leader = plan.leader,
@@ -130,8 +131,9 @@ impl RaftEngine {
     /// event applied here.
     async fn carry_out(&self, group: u32, plan: HeldPlan) {
         let Some(g) = self.groups.get(group as usize) else { return };
-        let history = group_state::lock(&g.shared.state).store.history_id();
-        if history == plan.prior_history && plan.lead {
+        let event = plan.history_id(group);
+        let applied = group_state::lock(&g.shared.state).store.history_id() == event;
+        if !applied && plan.lead {
             let (leader, term) = {
                 let m = g.raft.metrics();
                 let m = m.borrow_watched();
@@ -140,8 +142,9 @@ impl RaftEngine {
             if leader != Some(self.node_id) || term <= plan.leader_term {
                 return;
             }
-            let event = Command::AcceptLoss(AcceptLoss { history_id: rand::random() });
-            let write = g.raft.client_write(Proposal { now_ms: self.clock.now_ms(), command: event });
+            // Proposed again after a lost answer, the same event applies once.
+            let command = Command::AcceptLoss(AcceptLoss { history_id: event });
+            let write = g.raft.client_write(Proposal { now_ms: self.clock.now_ms(), command });
             match tokio::time::timeout(EVENT_WAIT, write).await {
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => {
@@ -150,10 +153,16 @@ impl RaftEngine {
                 }
                 Err(_) => return,
             }
-        } else if history == plan.prior_history {
+        } else if !applied {
             return;
         }
         let index = g.shared.history_event_index.load(Ordering::SeqCst);
+        // The plan's leader holds the history every replica now follows: its
+        // gate opens, and is recorded open, before the plan is forgotten, so
+        // that a crash between the two never leaves it gated without a plan.
+        if plan.lead && self.recovery_gates.is_closed(group) {
+            super::recovery_gate::open(self, group).await;
+        }
         if !self.recovery_gates.plans.drop_if(group, &plan) {
             return;
         }
@@ -161,10 +170,6 @@ impl RaftEngine {
             tracing::error!(group, error = %e, "the applied recovery plan could not be forgotten; it is again at a restart");
         }
         tracing::warn!(group, event_index = index, "the group's new history applied here: the recovery plan is done");
-        // The plan's leader holds the history every replica now follows.
-        if plan.lead && self.recovery_gates.is_closed(group) {
-            super::recovery_gate::open(self, group).await;
-        }
         self.elect_group(group);
     }
 }
@@ -209,7 +214,7 @@ mod tests {
         assert_eq!((&refused["raft_group_id"], &refused["node_id"]), (&json!(0), &json!(1)), "{refused}");
         assert_eq!(engine.metrics()["raft_groups"][0]["recovery"], Value::Null);
 
-        let held = HeldPlan { leader: 1, point: 1, cut: false, leader_term: 1, lead: true, prior_history: 0 };
+        let held = HeldPlan { leader: 1, point: 1, cut: false, leader_term: 1, lead: true };
         engine.recovery_gates.plans.put(0, held);
         let read = engine.query(GroupId(0), |store, _| store.len());
         assert!(matches!(read, Err(EngineError::HistoryPending(GroupId(0)))), "{read:?}");

@@ -129,6 +129,8 @@ pub struct RecoveryGates {
     stalled: Vec<AtomicBool>,
     /// Closed gates that got their leader's barrier and apply up to it.
     catching_up: Vec<AtomicBool>,
+    /// Bumped when a plan is taken: the stall clock starts again.
+    stall_resets: Vec<std::sync::atomic::AtomicU64>,
     prior: PriorRun,
     reason: Option<&'static str>,
     /// The WAL's cut of a damaged frame at this start, described.
@@ -145,9 +147,20 @@ impl RecoveryGates {
         let closed = (0..groups).map(|g| AtomicBool::new(reason.is_some() || kept.contains(&g))).collect();
         let stalled = (0..groups).map(|_| AtomicBool::new(false)).collect();
         let catching_up = (0..groups).map(|_| AtomicBool::new(false)).collect();
+        let stall_resets = (0..groups).map(|_| Default::default()).collect();
         let persisting = tokio::sync::Mutex::new(());
         let plans = super::recovery_plan::RecoveryPlans::new(groups, Default::default());
-        RecoveryGates { closed, stalled, catching_up, prior, reason, damaged_tail: None, persisting, plans }
+        RecoveryGates {
+            closed,
+            stalled,
+            catching_up,
+            stall_resets,
+            prior,
+            reason,
+            damaged_tail: None,
+            persisting,
+            plans,
+        }
     }
 
     /// The plans recorded in the node's metadata, taken again at start.
@@ -186,6 +199,19 @@ impl RecoveryGates {
         } else {
             "awaiting_barrier"
         }
+    }
+
+    /// A plan was taken: the group reports stalled again only after 30 s
+    /// in which it applied nothing under it (spec/35, a wedged plan).
+    pub fn restart_stall_clock(&self, group: u32) {
+        if let Some(r) = self.stall_resets.get(group as usize) {
+            r.fetch_add(1, Ordering::SeqCst);
+        }
+        self.set_stalled(group, false);
+    }
+
+    fn stall_resets(&self, group: u32) -> u64 {
+        self.stall_resets.get(group as usize).map_or(0, |r| r.load(Ordering::SeqCst))
     }
 
     pub fn stalled_groups(&self) -> Vec<u32> {
@@ -258,7 +284,12 @@ pub async fn open_when_caught_up(engine: Arc<RaftEngine>, group: u32) {
     let Some(g) = engine.groups().get(group as usize) else { return };
     let applied = || g.shared.applied_index.load(Ordering::Relaxed);
     let mut stall = StallClock::new(applied(), std::time::Instant::now());
+    let mut resets = gates.stall_resets(group);
     while gates.is_closed(group) {
+        if gates.stall_resets(group) != resets {
+            resets = gates.stall_resets(group);
+            stall = StallClock::new(applied(), std::time::Instant::now());
+        }
         gates.set_stalled(group, stall.observe(applied(), std::time::Instant::now()));
         let leader = g.raft.metrics().borrow_watched().current_leader;
         let barrier = match (leader, &engine.peers) {

@@ -25,6 +25,9 @@ use serde_json::{Value, json};
 /// A leader whose replication reached a replica this recently is live:
 /// the replica refuses a plan (spec/35).
 pub const LIVE_LEADER: Duration = Duration::from_secs(3);
+/// How far above this replica's term a plan term may be: a term near
+/// `u64::MAX` would leave no room for the elections after it.
+const MAX_TERM_STEP: u64 = 1 << 32;
 
 /// The body of `accept-unsynced-loss`.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -134,6 +137,14 @@ pub fn check(plan: &PlanRequest, r: &Replica) -> Result<(), Refusal> {
         let why = format!("plan term {leader_term} is below the term {} read here", plan.expected.current_term);
         return Err(refuse("plan_term_below_vote", why));
     }
+    let plan_term = match plan.step {
+        Step::Lead { highest_term } => highest_term,
+        Step::Follow { leader_term } => leader_term,
+    };
+    if plan_term > r.current_term.saturating_add(MAX_TERM_STEP) {
+        let why = format!("plan term {plan_term} is far above this replica's term {}", r.current_term);
+        return Err(refuse("plan_term_out_of_range", why));
+    }
     let all_configs: Vec<Vec<u64>> = r.voter_configs.iter().chain(&r.committed_voter_configs).cloned().collect();
     if plan.cut && voters(&all_configs) == 1 {
         let why = "a single voter's log is kept whole: no other voter could have overwritten it";
@@ -188,11 +199,23 @@ pub struct HeldPlan {
     pub leader_term: u64,
     /// This replica is the plan's leader.
     pub lead: bool,
-    /// The group's history before the plan: the event changes it.
-    pub prior_history: u64,
 }
 
 impl HeldPlan {
+    /// The history the plan's event starts in `group`: derived from the
+    /// plan, so that every replica that holds it knows the event by it,
+    /// and an older rewrite replayed after a restart is never taken for it.
+    pub fn history_id(&self, group: u32) -> u64 {
+        let mut h = blake3::Hasher::new();
+        h.update(b"ursula accepted loss");
+        for part in [u64::from(group), self.leader, self.point, self.leader_term] {
+            h.update(&part.to_le_bytes());
+        }
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&h.finalize().as_bytes()[..8]);
+        u64::from_le_bytes(first)
+    }
+
     /// `raft_groups[].recovery` of the metrics.
     pub fn report(&self) -> Value {
         json!({
@@ -289,12 +312,10 @@ impl RecoveryPlans {
         Bytes::from(serde_json::to_vec(&*self.lock()).unwrap_or_default())
     }
 
-    /// What `encode` wrote; nothing from a record this release cannot read.
-    pub fn decode(raw: &[u8]) -> BTreeMap<u32, HeldPlan> {
-        serde_json::from_slice(raw).unwrap_or_else(|e| {
-            tracing::error!(error = %e, "the recorded recovery plans cannot be read; they are dropped");
-            BTreeMap::new()
-        })
+    /// What `encode` wrote. A record this release cannot read is an
+    /// error: dropping it would let the replica vote freely again.
+    pub fn decode(raw: &[u8]) -> Result<BTreeMap<u32, HeldPlan>, serde_json::Error> {
+        serde_json::from_slice(raw)
     }
 
     /// Claims the group for one plan at a time; `None` while another runs.
@@ -432,6 +453,12 @@ mod tests {
             (lead(), with(&|r| r.applied = 1231), Some("recovery_point_behind")),
             (PlanRequest { cut: true, point: 1200, ..lead() }, stalled(), Some("cut_unsupported")),
             (PlanRequest { point: 1229, ..lead() }, with(&|r| r.committed = None), Some("point_mismatch")),
+            (
+                PlanRequest { step: Step::Lead { highest_term: u64::MAX }, ..lead() },
+                stalled(),
+                Some("plan_term_out_of_range"),
+            ),
+            (follow(u64::MAX), stalled(), Some("plan_term_out_of_range")),
         ];
         for (i, (plan, replica, expected)) in table.iter().enumerate() {
             assert_eq!(reason(plan, replica), *expected, "row {i}: {plan:?} {replica:?}");
@@ -440,7 +467,7 @@ mod tests {
 
     #[test]
     fn a_held_plan_admits_only_its_leader_above_the_plan_term() {
-        let follower = HeldPlan { leader: 2, point: 100, cut: false, leader_term: 9, lead: false, prior_history: 1 };
+        let follower = HeldPlan { leader: 2, point: 100, cut: false, leader_term: 9, lead: false };
         assert!(follower.admits_vote(2, 10, Some((7, 100))).is_ok());
         assert!(follower.admits_vote(2, 9, Some((7, 100))).is_err(), "at the plan term");
         assert!(follower.admits_vote(3, 10, Some((7, 100))).is_err(), "another candidate");
@@ -454,10 +481,14 @@ mod tests {
     #[test]
     fn plans_round_trip_through_the_metadata_and_one_is_taken_at_a_time() {
         let plans = RecoveryPlans::new(3, BTreeMap::new());
-        let plan = HeldPlan { leader: 2, point: 100, cut: false, leader_term: 9, lead: true, prior_history: 5 };
+        let plan = HeldPlan { leader: 2, point: 100, cut: false, leader_term: 9, lead: true };
         plans.put(1, plan);
-        assert_eq!(RecoveryPlans::decode(&plans.encode()), BTreeMap::from([(1, plan)]));
-        assert!(RecoveryPlans::decode(b"not json").is_empty());
+        assert_eq!(RecoveryPlans::decode(&plans.encode()).expect("decodes"), BTreeMap::from([(1, plan)]));
+        assert!(RecoveryPlans::decode(b"not json").is_err());
+        // Every holder of one plan knows its event; another plan starts another history.
+        assert_eq!(plan.history_id(1), HeldPlan { lead: false, ..plan }.history_id(1));
+        assert_ne!(plan.history_id(1), HeldPlan { leader_term: 10, ..plan }.history_id(1));
+        assert_ne!(plan.history_id(1), plan.history_id(2));
         let first = plans.begin(1).expect("free");
         assert!(plans.begin(1).is_none(), "plan_in_flight");
         drop(first);

@@ -74,6 +74,14 @@ async fn send(cluster: &Cluster, node: u64, group: u32, body: &Value, timeout: D
         .map_err(|_| CtlError::Transport(format!("node {node} did not answer the plan within {timeout:?}")))?
 }
 
+/// The plan term the plan's leader recorded for `plan`, if it took it.
+async fn recorded_term(cluster: &Cluster, group: u32, plan: &Plan) -> Option<u64> {
+    let metrics = cluster.metrics(plan.leader).await.ok()?;
+    let held = metrics.group(group)?.recovery.clone()?;
+    let same = held["leader"] == json!(plan.leader) && held["point"] == json!(plan.point) && held["step"] == "lead";
+    same.then(|| held["leader_term"].as_u64()).flatten()
+}
+
 fn reason(answer: &Answer) -> String {
     answer.body.pointer("/refusal/reason").and_then(Value::as_str).unwrap_or("").to_string()
 }
@@ -144,7 +152,15 @@ pub async fn run(cluster: &Cluster, o: Options) -> Result<()> {
         wedges = 0;
         eprintln!("ursulactl: plan {plans}: {}", explain(o.group, &plan, &replicas, &unanswered));
         let leader = &replicas[&plan.leader];
-        let led = send(cluster, plan.leader, o.group, &recovery::body(&plan, leader, None), o.accept_timeout).await?;
+        let led =
+            match send(cluster, plan.leader, o.group, &recovery::body(&plan, leader, None), o.accept_timeout).await {
+                Ok(led) => led,
+                // The answer was lost: the plan the leader recorded names its term.
+                Err(e) => match recorded_term(cluster, o.group, &plan).await {
+                    Some(term) => Answer { status: StatusCode::OK, body: json!({ "leader_term": term }) },
+                    None => return Err(e),
+                },
+            };
         let term = match led.status {
             StatusCode::OK => led.body["leader_term"].as_u64().ok_or_else(|| {
                 CtlError::Transport(format!(

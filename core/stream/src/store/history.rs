@@ -85,6 +85,11 @@ impl StreamStore {
     /// new token, names its token and tail before the loss, and every
     /// producer epoch claimed before is closed. Returns the streams rewritten.
     pub(super) fn accept_loss(&mut self, history_id: u64) -> usize {
+        // The same event again (a proposal repeated after a lost answer)
+        // changes nothing: the history it starts is already this one.
+        if self.history_id == history_id {
+            return 0;
+        }
         let mut rewrites: BTreeMap<_, BTreeMap<_, _>> = BTreeMap::new();
         let mut count = 0;
         for (bucket, streams) in &mut self.streams {

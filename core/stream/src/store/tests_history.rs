@@ -158,6 +158,10 @@ fn an_accepted_loss_rewrites_every_stream_in_place_and_closes_its_producers() {
     assert_eq!(accept_loss(&mut h, 42), 2);
     assert_eq!(head(&h, "s").previous, Some(Inherited { incarnation: s.incarnation, offset: s.tail }));
     assert_ne!(head(&h, "s").incarnation, after.incarnation);
+    // The same event again changes nothing.
+    let token = head(&h, "s").incarnation;
+    assert_eq!(accept_loss(&mut h, 42), 0);
+    assert_eq!(head(&h, "s").incarnation, token);
     // A group with no stream starts its history all the same.
     let mut empty = Harness::new();
     assert_eq!(accept_loss(&mut empty, 7), 0);
