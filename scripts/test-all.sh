@@ -48,7 +48,8 @@ cargo test --workspace --locked
 step "node integration tests on the Raft engine (disk WAL)"
 # (cluster_leadership:: and ctl:: start their own voters whatever the engine: they ran above.)
 URSULA_TEST_ENGINE=raft cargo test -p ursula --test it --locked -- --skip gateway_auth:: --skip gateway_quotas:: \
-  --skip gateway_usage:: --skip cluster_leadership:: --skip ctl:: --skip telemetry:: --skip backpressure:: --skip netns::
+  --skip gateway_usage:: --skip cluster_leadership:: --skip ctl:: --skip telemetry:: --skip backpressure:: --skip netns:: \
+  --skip cluster_recovery:: --skip recovery_plan::
 
 step "fuzz targets, a bounded run each (fuzz/, cargo-fuzz)"
 # Its own target directory: the fuzz build's sanitizer flags differ.
@@ -62,7 +63,8 @@ step "node integration tests through ursula gateway in front of three voters"
 # that start their own clusters or restart nodes already ran above.
 URSULA_TEST_ENGINE=gateway cargo test -p ursula --test it --locked -- \
   --skip durability:: --skip cluster:: --skip cluster_faults:: --skip cluster_leadership:: --skip ctl:: --skip gateway \
-  --skip stream_plane:: --skip cold:: --skip telemetry:: --skip backpressure:: --skip netns::
+  --skip stream_plane:: --skip cold:: --skip telemetry:: --skip backpressure:: --skip netns:: \
+  --skip cluster_recovery:: --skip recovery_plan::
 
 step "conformance suite"
 cargo build --bin ursula --locked

@@ -50,6 +50,7 @@ impl RaftEngine {
             node_id: self.node_id,
             gate: self.recovery_gates.state(group),
             leads_live: leads_live(&m, self.node_id, g.raft.config().election_timeout_max),
+            leads: m.current_leader == Some(self.node_id),
             live_leader: m
                 .current_leader
                 .filter(|l| *l != self.node_id && plans.leader_heard_within(group, LIVE_LEADER)),

@@ -73,6 +73,8 @@ pub struct Replica {
     pub gate: &'static str,
     /// It leads with a quorum that acknowledged it lately.
     pub leads_live: bool,
+    /// It names itself leader (with or without a live quorum).
+    pub leads: bool,
     /// The leader whose replication reached it within `LIVE_LEADER`.
     pub live_leader: Option<u64>,
     pub current_term: u64,
@@ -116,6 +118,13 @@ pub fn check(plan: &PlanRequest, r: &Replica) -> Result<(), Refusal> {
     }
     if r.leads_live {
         return Err(refuse("not_stalled", "this replica leads the group with a live quorum"));
+    }
+    if r.leads {
+        // spec/35 demotes it by restarting its group in the process, which
+        // this release does not do: a leader elected before the plan would
+        // keep leading at or below the plan term.
+        let why = "this replica names itself leader without a live quorum: restart it, then plan again";
+        return Err(refuse("leads_without_quorum", why));
     }
     if let Some(leader) = r.live_leader {
         let mut refusal = refuse("follows_leader", format!("node {leader} replicated to this replica lately"));
@@ -358,6 +367,7 @@ mod tests {
             node_id: 2,
             gate: "stalled",
             leads_live: false,
+            leads: false,
             live_leader: None,
             current_term: 8,
             last_log: Some((7, 1230)),
@@ -421,7 +431,15 @@ mod tests {
                 }),
                 Some("missing_vote_floor"),
             ),
-            (lead(), with(&|r| r.leads_live = true), Some("not_stalled")),
+            (
+                lead(),
+                with(&|r| {
+                    r.leads_live = true;
+                    r.leads = true;
+                }),
+                Some("not_stalled"),
+            ),
+            (lead(), with(&|r| r.leads = true), Some("leads_without_quorum")),
             (lead(), with(&|r| r.live_leader = Some(3)), Some("follows_leader")),
             (lead(), with(&|r| r.gate = "awaiting_barrier"), Some("not_stalled")),
             (lead(), with(&|r| r.gate = "catching_up"), Some("not_stalled")),

@@ -169,7 +169,8 @@ pub async fn run(cluster: &Cluster, o: Options) -> Result<()> {
                 ))
             })?,
             StatusCode::CONFLICT
-                if ["missing_vote_floor", "step_mismatch", "cut_unsupported"].contains(&reason(&led).as_str()) =>
+                if ["missing_vote_floor", "step_mismatch", "cut_unsupported", "leads_without_quorum"]
+                    .contains(&reason(&led).as_str()) =>
             {
                 return Err(CtlError::Refused(format!("node {} refused the plan: {}", plan.leader, led.body)));
             }
