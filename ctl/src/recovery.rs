@@ -185,14 +185,16 @@ pub fn body(plan: &Plan, g: &GroupMetrics, leader_term: Option<u64>) -> Value {
 }
 
 /// Whether the plan is satisfied: every replica in the leader's membership
-/// that answered applied the history event (`history.event_index` above
-/// the point) and holds no plan.
+/// answered, applied the history event (`history.event_index` above the
+/// point) and holds no plan.
 pub fn satisfied(plan: &Plan, replicas: &Replicas) -> bool {
     let Some(leader) = replicas.get(&plan.leader) else { return false };
     let members: BTreeSet<u64> = leader.voter_configs.iter().flatten().copied().collect();
     !members.is_empty()
-        && members.iter().filter_map(|n| replicas.get(n)).all(|g| {
-            g.recovery.is_none() && g.history.as_ref().and_then(|h| h.event_index).is_some_and(|i| i > plan.point)
+        && members.iter().all(|n| {
+            replicas.get(n).is_some_and(|g| {
+                g.recovery.is_none() && g.history.as_ref().and_then(|h| h.event_index).is_some_and(|i| i > plan.point)
+            })
         })
 }
 
@@ -316,5 +318,7 @@ mod tests {
             g.history = Some(crate::metrics::History { event_index: Some(43) });
         }
         assert!(satisfied(&plan, &replicas));
+        replicas.remove(&3);
+        assert!(!satisfied(&plan, &replicas), "a member that did not answer is not known to have applied it");
     }
 }

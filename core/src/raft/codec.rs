@@ -14,11 +14,14 @@ use super::types::{Entry, LogId, Proposal, StoredMembership, Vote};
 use ursula_stream::Command;
 
 const VERSION: u8 = 1;
-/// Snapshots whose store carries history rewrites (spec/35 "Backup and
-/// disaster recovery"); version 3 (purge fences, no rewrites) decodes as
+/// Snapshots whose store records its last accepted loss (spec/35
+/// "Recovering after a host crash"); version 5 (forks) decodes as
+/// `StoreWithoutHistoryEvent`, version 4 (history rewrites, no forks) as
+/// `StoreWithoutForks`, version 3 (purge fences, no rewrites) as
 /// `StoreWithoutRewrites`, version 2 (committed usage, no fences) as
 /// `StoreWithoutFences`, version 1 as `LegacyStreamStore` (counters at zero).
-const SNAPSHOT_VERSION: u8 = 5;
+const SNAPSHOT_VERSION: u8 = 6;
+const SNAPSHOT_VERSION_WITHOUT_HISTORY_EVENT: u8 = 5;
 const SNAPSHOT_VERSION_WITHOUT_FORKS: u8 = 4;
 const SNAPSHOT_VERSION_WITHOUT_REWRITES: u8 = 3;
 const SNAPSHOT_VERSION_WITHOUT_FENCES: u8 = 2;
@@ -238,6 +241,11 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<DecodedSnapshot, CodecError> {
     let failed = |e: postcard::Error| CodecError { what: "snapshot", reason: e.to_string() };
     let (head, store): (SnapshotHead, ursula_stream::StreamStore) = match bytes.split_first() {
         Some((&SNAPSHOT_VERSION, rest)) => postcard::from_bytes(rest).map_err(failed)?,
+        Some((&SNAPSHOT_VERSION_WITHOUT_HISTORY_EVENT, rest)) => {
+            let (head, old): (SnapshotHead, ursula_stream::store::StoreWithoutHistoryEvent) =
+                postcard::from_bytes(rest).map_err(failed)?;
+            (head, old.into())
+        }
         Some((&SNAPSHOT_VERSION_WITHOUT_FORKS, rest)) => {
             let (head, old): (SnapshotHead, ursula_stream::store::StoreWithoutForks) =
                 postcard::from_bytes(rest).map_err(failed)?;
@@ -319,23 +327,28 @@ mod tests {
         }
     }
 
-    /// Snapshots written before forks (format 4), history rewrites (format 3), purge fences (format 2) and committed
-    /// usage (format 1) still restore; one in another write unit is refused.
+    /// Snapshots written before accepted losses (format 5), forks (format 4), history rewrites (format 3), purge
+    /// fences (format 2) and committed usage (format 1) still restore; one in another write unit is refused.
     #[test]
     fn snapshots_of_earlier_formats_restore_and_another_unit_is_refused() {
         let membership = StoredMembership::default();
         let store = ursula_stream::StreamStore::new(7);
         let current = encode_snapshot(None, &membership, "s-1", &store).expect("a snapshot");
         assert_eq!(current[0], SNAPSHOT_VERSION);
-        assert_eq!(decode_snapshot(&current).expect("format 5").store, store);
+        assert_eq!(decode_snapshot(&current).expect("format 6").store, store);
+        // Format 5 is format 6 without the trailing history event (none: one byte).
+        let mut fifth = current.to_vec();
+        fifth.truncate(fifth.len() - 1);
+        fifth[0] = SNAPSHOT_VERSION_WITHOUT_HISTORY_EVENT;
+        assert_eq!(decode_snapshot(&fifth).expect("format 5").store, store, "no history event");
         // Format 4 differs only in each stream's trailing fork links: with
         // no stream, in the version byte alone.
-        let mut fourth = current.to_vec();
+        let mut fourth = fifth.clone();
         fourth[0] = SNAPSHOT_VERSION_WITHOUT_FORKS;
         assert_eq!(decode_snapshot(&fourth).expect("format 4").store, store, "no forks");
         // Format 3 is format 4 without the trailing rewrites (an empty map
         // and no import digest: one byte each).
-        let mut third = current.to_vec();
+        let mut third = fifth.clone();
         third.truncate(third.len() - 2);
         third[0] = SNAPSHOT_VERSION_WITHOUT_REWRITES;
         assert_eq!(decode_snapshot(&third).expect("format 3").store, store, "no rewrites");
@@ -353,7 +366,7 @@ mod tests {
         assert_eq!(restored.store, store, "an empty store, its counters at zero");
         let mut other_unit = current.to_vec();
         let n = other_unit.len();
-        other_unit[n - 5..n - 3].copy_from_slice(&[0x80, 0x20]);
+        other_unit[n - 6..n - 4].copy_from_slice(&[0x80, 0x20]);
         let refused = decode_snapshot(&other_unit).map(|_| ()).expect_err("another unit");
         assert!(refused.reason.contains("4096"), "{refused}");
     }

@@ -221,9 +221,12 @@ impl GroupEngine for RaftEngine {
                     "last_log_term": log.last_log_term,
                     "recovery_gate": self.recovery_gates.state(i as u32),
                     "recovery": self.recovery_gates.plans.held(i as u32).map(|p| p.report()),
-                    // The last history event this replica applied since it started.
+                    // The last accepted loss this replica applied.
                     "history": {
-                        "event_index": Some(g.shared.history_event_index.load(Ordering::SeqCst)).filter(|i| *i > 0),
+                        "event_index": crate::engine::group_state::lock(&g.shared.state)
+                            .store
+                            .history_event()
+                            .map(|e| e.log_index),
                     },
                     "leads_live": leads_live(&m, self.node_id, g.raft.config().election_timeout_max),
                     "maintenance": { "running": !g.shared.apply_stopped.load(Ordering::SeqCst) },

@@ -104,6 +104,10 @@ impl RaftEngine {
                 "the target does not hold every committed entry of the group yet",
             ));
         }
+        if !self.accepts(group, to, self.peer_timeout).await {
+            let why = "the target takes no leadership of the group now (draining or recovering)";
+            return Err(TransferError::TargetNotReady(why));
+        }
         self.trigger(group, g, to).await?;
         Ok(Transferred { group, from: self.node_id, to, term })
     }
@@ -115,16 +119,6 @@ impl RaftEngine {
             return Err(TransferError::TargetNotReady(
                 "this node leads a recovery plan whose history event is pending",
             ));
-        }
-        // A target that refuses would leave this leader transferring, its
-        // heartbeats and writes stopped, until an election it may not get:
-        // asked first, about this very group (its gate, its plan).
-        if let Some(peers) = &self.peers
-            && let Ok(state) = peers.shed_state(to, Some(group), self.peer_timeout).await
-            && !state.should_accept_transfer
-        {
-            let why = "the target takes no leadership of the group now (draining or recovering)";
-            return Err(TransferError::TargetNotReady(why));
         }
         g.raft.trigger().transfer_leader(to).await.map_err(|e| TransferError::Stopped { group, why: e.to_string() })?;
         self.transfers.triggered.fetch_add(1, Ordering::Relaxed);
@@ -177,11 +171,25 @@ impl RaftEngine {
         self.trigger_all(moves).await
     }
 
-    /// Triggers each planned move; returns how many openraft took.
+    /// Whether peer `to` takes `group`'s leadership now (not draining, not
+    /// at the group's recovery gate, holding no plan of it). A target that
+    /// refused a transfer would leave this leader transferring, its
+    /// heartbeats and writes stopped, until an election it may not get; one
+    /// that does not answer in `timeout` is not asked to lead either.
+    async fn accepts(&self, group: u32, to: NodeId, timeout: Duration) -> bool {
+        let Some(peers) = &self.peers else { return true };
+        peers.shed_state(to, Some(group), timeout).await.is_ok_and(|s| s.should_accept_transfer)
+    }
+
+    /// Triggers each planned move its target accepts (all asked at once);
+    /// returns how many openraft took.
     pub(super) async fn trigger_all(&self, moves: Vec<(u32, NodeId)>) -> usize {
+        let asked = moves.iter().map(|(group, to)| self.accepts(*group, *to, self.peer_timeout));
+        let accepted = futures_util::future::join_all(asked).await;
         let mut moved = 0;
-        for (group, to) in moves {
-            if let Some(g) = self.groups.get(group as usize)
+        for ((group, to), accepted) in moves.into_iter().zip(accepted) {
+            if accepted
+                && let Some(g) = self.groups.get(group as usize)
                 && self.trigger(group, g, to).await.is_ok()
             {
                 moved += 1;

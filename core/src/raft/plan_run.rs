@@ -132,8 +132,11 @@ impl RaftEngine {
     /// event applied here.
     async fn carry_out(&self, group: u32, plan: HeldPlan) {
         let Some(g) = self.groups.get(group as usize) else { return };
-        let event = plan.history_id(group);
-        let applied = group_state::lock(&g.shared.state).store.history_id() == event;
+        // An event applied from a term above the plan term came from a
+        // leader elected under a plan this replica holds or a later one; an
+        // older rewrite replayed after a restart is at or below it.
+        let event = group_state::lock(&g.shared.state).store.history_event();
+        let applied = event.is_some_and(|e| e.term > plan.leader_term);
         if !applied && plan.lead {
             let (leader, term) = {
                 let m = g.raft.metrics();
@@ -144,7 +147,7 @@ impl RaftEngine {
                 return;
             }
             // Proposed again after a lost answer, the same event applies once.
-            let command = Command::AcceptLoss(AcceptLoss { history_id: event });
+            let command = Command::AcceptLoss(AcceptLoss { history_id: plan.history_id(group), term });
             let write = g.raft.client_write(Proposal { now_ms: self.clock.now_ms(), command });
             match tokio::time::timeout(EVENT_WAIT, write).await {
                 Ok(Ok(_)) => {}
@@ -157,7 +160,7 @@ impl RaftEngine {
         } else if !applied {
             return;
         }
-        let index = g.shared.history_event_index.load(Ordering::SeqCst);
+        let index = group_state::lock(&g.shared.state).store.history_event().map(|e| e.log_index);
         // The plan's leader holds the history every replica now follows: its
         // gate opens, and is recorded open, before the plan is forgotten, so
         // that a crash between the two never leaves it gated without a plan.
@@ -170,7 +173,7 @@ impl RaftEngine {
         if let Err(e) = self.persist_plans().await {
             tracing::error!(group, error = %e, "the applied recovery plan could not be forgotten; it is again at a restart");
         }
-        tracing::warn!(group, event_index = index, "the group's new history applied here: the recovery plan is done");
+        tracing::warn!(group, event_index = ?index, "the group's new history applied here: the recovery plan is done");
         self.elect_group(group);
     }
 }

@@ -268,6 +268,9 @@ impl HeldPlan {
 /// The plans this node holds, one per group at most.
 pub struct RecoveryPlans {
     held: Mutex<BTreeMap<u32, HeldPlan>>,
+    /// How many plans `held` holds: every request of every group asks, and
+    /// almost always none is held, so the answer needs no lock then.
+    count: std::sync::atomic::AtomicUsize,
     /// A plan is being taken: another waits (`plan_in_flight`).
     taking: Vec<AtomicBool>,
     /// When a leader's replication last reached the replica: milliseconds
@@ -282,6 +285,7 @@ pub struct RecoveryPlans {
 impl RecoveryPlans {
     pub fn new(groups: u32, held: BTreeMap<u32, HeldPlan>) -> RecoveryPlans {
         RecoveryPlans {
+            count: std::sync::atomic::AtomicUsize::new(held.len()),
             held: Mutex::new(held),
             taking: (0..groups).map(|_| AtomicBool::new(false)).collect(),
             heard: (0..groups).map(|_| AtomicU64::new(0)).collect(),
@@ -295,6 +299,9 @@ impl RecoveryPlans {
     }
 
     pub fn held(&self, group: u32) -> Option<HeldPlan> {
+        if self.count.load(Ordering::SeqCst) == 0 {
+            return None;
+        }
         self.lock().get(&group).copied()
     }
 
@@ -303,7 +310,9 @@ impl RecoveryPlans {
     }
 
     pub(super) fn put(&self, group: u32, plan: HeldPlan) {
-        self.lock().insert(group, plan);
+        let mut held = self.lock();
+        held.insert(group, plan);
+        self.count.store(held.len(), Ordering::SeqCst);
     }
 
     /// Drops `group`'s plan if it is still `plan`.
@@ -312,6 +321,7 @@ impl RecoveryPlans {
         let same = held.get(&group) == Some(plan);
         if same {
             held.remove(&group);
+            self.count.store(held.len(), Ordering::SeqCst);
         }
         same
     }

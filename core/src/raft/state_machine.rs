@@ -39,9 +39,6 @@ pub struct GroupShared {
     pub apply_stopped: AtomicBool,
     /// A snapshot build of the group runs (the driver's build slots).
     pub building: AtomicBool,
-    /// The log index of the last history event (an accepted loss) this
-    /// replica applied since it started; 0 for none.
-    pub history_event_index: AtomicU64,
     /// The oldest removal (a delete, a purge, an expiry) this replica
     /// applied that no snapshot of it covers yet (`raft.deleted_data_max_age`).
     removal: Mutex<Option<Removal>>,
@@ -221,7 +218,6 @@ impl GroupMachine {
             current: Mutex::new(current),
             apply_stopped: AtomicBool::new(false),
             building: AtomicBool::new(false),
-            history_event_index: AtomicU64::new(0),
             removal: Mutex::new(None),
         });
         Ok(GroupMachine { group, shared, snapshot_dir, objects })
@@ -367,9 +363,6 @@ impl RaftStateMachine<TypeConfig> for GroupMachine {
                                 Ok(outcome) => {
                                     if removes(&outcome) {
                                         self.shared.removed_at(entry.log_id.index);
-                                    }
-                                    if matches!(outcome, Outcome::AcceptLoss { .. }) {
-                                        self.shared.history_event_index.store(entry.log_id.index, Ordering::SeqCst);
                                     }
                                     outcome
                                 }

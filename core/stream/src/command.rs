@@ -60,8 +60,11 @@ pub enum Command {
 /// `POST /__ursula/raft/{group}/recovery/accept-unsynced-loss`: the history event.
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AcceptLoss {
-    /// The history the group starts, drawn at random by the plan's leader.
+    /// The history the group starts, derived from the plan by its leader.
     pub history_id: u64,
+    /// The term the plan's leader proposed it in: above the plan term, so a
+    /// replica that holds the plan knows the event of a leader elected under it.
+    pub term: u64,
 }
 
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]

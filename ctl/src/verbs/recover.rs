@@ -185,10 +185,11 @@ pub async fn run(cluster: &Cluster, o: Options) -> Result<()> {
             }
             status => return Err(CtlError::Refused(format!("node {}: {status} {}", plan.leader, led.body))),
         };
+        let members: BTreeSet<u64> = leader.voter_configs.iter().flatten().copied().collect();
         let mut took = 1;
         for (node, g) in replicas.iter().filter(|(n, _)| **n != plan.leader) {
             match send(cluster, *node, o.group, &recovery::body(&plan, g, Some(term)), o.accept_timeout).await {
-                Ok(a) if a.status == StatusCode::OK => took += 1,
+                Ok(a) if a.status == StatusCode::OK => took += usize::from(members.contains(node)),
                 Ok(a) => {
                     eprintln!("ursulactl: node {node} refused the plan: {}", a.body);
                     if ["missing_vote_floor", "step_mismatch"].contains(&reason(&a).as_str()) {
@@ -198,9 +199,9 @@ pub async fn run(cluster: &Cluster, o: Options) -> Result<()> {
                 Err(e) => eprintln!("ursulactl: node {node}: {e}"),
             }
         }
-        let members: BTreeSet<u64> = leader.voter_configs.iter().flatten().copied().collect();
         if took * 2 <= members.len() {
             eprintln!("ursulactl: only {took} of {} members took the plan; planning again", members.len());
+            tokio::time::sleep(POLL).await;
             continue;
         }
         sent = Some(plan);

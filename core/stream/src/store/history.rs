@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use super::{StreamState, StreamStore};
-use crate::command::ImportGroup;
+use crate::command::{AcceptLoss, ImportGroup};
 use crate::ids::StreamKey;
 use crate::incarnation::Incarnation;
 use crate::offset::Offset;
@@ -26,6 +26,14 @@ pub struct Rewrite {
     pub inherited: Offset,
     /// Per producer: the epoch the rewrite closed and its last seq that survived.
     pub closed: BTreeMap<String, ClosedEpoch>,
+}
+
+/// Where a group's last accepted loss applied (spec/35): its log index and
+/// the term its leader proposed it in.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryEvent {
+    pub log_index: u64,
+    pub term: u64,
 }
 
 /// What a group would make of an import.
@@ -84,12 +92,14 @@ impl StreamStore {
     /// Starts a new history in place: every stream keeps its bytes under a
     /// new token, names its token and tail before the loss, and every
     /// producer epoch claimed before is closed. Returns the streams rewritten.
-    pub(super) fn accept_loss(&mut self, history_id: u64) -> usize {
+    pub(super) fn accept_loss(&mut self, cmd: AcceptLoss, ctx: crate::command::ApplyCtx) -> usize {
         // The same event again (a proposal repeated after a lost answer)
         // changes nothing: the history it starts is already this one.
-        if self.history_id == history_id {
+        if self.history_id == cmd.history_id {
             return 0;
         }
+        let history_id = cmd.history_id;
+        self.history_event = Some(HistoryEvent { log_index: ctx.log_index, term: cmd.term });
         let mut rewrites: BTreeMap<_, BTreeMap<_, _>> = BTreeMap::new();
         let mut count = 0;
         for (bucket, streams) in &mut self.streams {
@@ -109,6 +119,11 @@ impl StreamStore {
     /// The history this store's tokens are drawn from: a rewrite changes it.
     pub fn history_id(&self) -> u64 {
         self.history_id
+    }
+
+    /// The last accepted loss this group applied.
+    pub fn history_event(&self) -> Option<HistoryEvent> {
+        self.history_event
     }
 
     /// Whether an import of the object with BLAKE3 `digest` would apply

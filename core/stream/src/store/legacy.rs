@@ -46,6 +46,33 @@ fn upgrade(old: OldStreams) -> BTreeMap<BucketId, super::Streams> {
         .collect()
 }
 
+/// A store as snapshot format 5 wrote it, before accepted losses existed.
+#[derive(serde::Deserialize)]
+pub struct StoreWithoutHistoryEvent {
+    history_id: u64,
+    streams: BTreeMap<BucketId, super::Streams>,
+    usage: BTreeMap<BucketId, CommittedUsage>,
+    write_unit_bytes: u64,
+    erased: std::collections::BTreeSet<BucketId>,
+    rewrites: BTreeMap<BucketId, BTreeMap<StreamId, super::Rewrite>>,
+    imported: Option<[u8; 32]>,
+}
+
+impl From<StoreWithoutHistoryEvent> for StreamStore {
+    fn from(old: StoreWithoutHistoryEvent) -> StreamStore {
+        StreamStore {
+            history_id: old.history_id,
+            streams: old.streams,
+            usage: old.usage,
+            write_unit_bytes: old.write_unit_bytes,
+            erased: old.erased,
+            rewrites: old.rewrites,
+            imported: old.imported,
+            history_event: None,
+        }
+    }
+}
+
 /// A store as snapshot format 4 wrote it, before forks existed.
 #[derive(serde::Deserialize)]
 pub struct StoreWithoutForks {
@@ -68,6 +95,7 @@ impl From<StoreWithoutForks> for StreamStore {
             erased: old.erased,
             rewrites: old.rewrites,
             imported: old.imported,
+            history_event: None,
         }
     }
 }

@@ -20,8 +20,10 @@ mod read;
 mod snapshot;
 
 pub use gauges::StateGauges;
-pub use history::{ImportTarget, Imported, Rewrite};
-pub use legacy::{LegacyStreamStore, StoreWithoutFences, StoreWithoutForks, StoreWithoutRewrites};
+pub use history::{HistoryEvent, ImportTarget, Imported, Rewrite};
+pub use legacy::{
+    LegacyStreamStore, StoreWithoutFences, StoreWithoutForks, StoreWithoutHistoryEvent, StoreWithoutRewrites,
+};
 
 use std::collections::BTreeMap;
 
@@ -214,6 +216,9 @@ pub struct StreamStore {
     /// BLAKE3 of the backup object this history was imported from.
     #[serde(default)]
     imported: Option<[u8; 32]>,
+    /// The last accepted loss this group applied (snapshot format 6).
+    #[serde(default)]
+    history_event: Option<HistoryEvent>,
 }
 
 impl StreamStore {
@@ -226,6 +231,7 @@ impl StreamStore {
             erased: Default::default(),
             rewrites: BTreeMap::new(),
             imported: None,
+            history_event: None,
         }
     }
 
@@ -342,7 +348,7 @@ impl StreamStore {
             }
             Command::Import(cmd) => Outcome::Import(self.import(cmd)),
             Command::ExpireStreams(cmd) => self.expire(cmd.max, ctx),
-            Command::AcceptLoss(cmd) => Outcome::AcceptLoss { streams: self.accept_loss(cmd.history_id) },
+            Command::AcceptLoss(cmd) => Outcome::AcceptLoss { streams: self.accept_loss(cmd, ctx) },
         }
     }
 

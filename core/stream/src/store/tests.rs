@@ -21,7 +21,7 @@ pub(super) fn ct(s: &str) -> ContentType {
 pub(super) struct Harness {
     pub(super) store: StreamStore,
     pub(super) now_ms: u64,
-    index: u64,
+    pub(super) index: u64,
 }
 
 impl Harness {

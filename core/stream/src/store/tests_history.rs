@@ -129,7 +129,7 @@ fn a_recreated_stream_inherits_nothing_and_a_sweep_forgets_its_record() {
 }
 
 fn accept_loss(h: &mut Harness, history_id: u64) -> usize {
-    match h.apply(Command::AcceptLoss(crate::command::AcceptLoss { history_id })) {
+    match h.apply(Command::AcceptLoss(crate::command::AcceptLoss { history_id, term: 9 })) {
         Outcome::AcceptLoss { streams } => streams,
         other => panic!("unexpected {other:?}"),
     }
@@ -140,8 +140,11 @@ fn an_accepted_loss_rewrites_every_stream_in_place_and_closes_its_producers() {
     let mut h = source();
     h.create("t", "text/plain").expect("created");
     let (s, t) = (head(&h, "s"), head(&h, "t"));
+    assert_eq!(h.store.history_event(), None);
     assert_eq!(accept_loss(&mut h, 41), 2);
     assert_eq!(h.store.history_id(), 41);
+    let event = h.store.history_event().expect("recorded");
+    assert_eq!((event.term, event.log_index), (9, h.index));
     let after = head(&h, "s");
     assert_ne!(after.incarnation, s.incarnation);
     assert_eq!(after.previous, Some(Inherited { incarnation: s.incarnation, offset: s.tail }));
@@ -160,8 +163,10 @@ fn an_accepted_loss_rewrites_every_stream_in_place_and_closes_its_producers() {
     assert_ne!(head(&h, "s").incarnation, after.incarnation);
     // The same event again changes nothing.
     let token = head(&h, "s").incarnation;
+    let second = h.store.history_event();
     assert_eq!(accept_loss(&mut h, 42), 0);
     assert_eq!(head(&h, "s").incarnation, token);
+    assert_eq!(h.store.history_event(), second, "the repeat is not a new event");
     // A group with no stream starts its history all the same.
     let mut empty = Harness::new();
     assert_eq!(accept_loss(&mut empty, 7), 0);
