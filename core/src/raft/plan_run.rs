@@ -132,11 +132,7 @@ impl RaftEngine {
     /// event applied here.
     async fn carry_out(&self, group: u32, plan: HeldPlan) {
         let Some(g) = self.groups.get(group as usize) else { return };
-        // An event applied from a term above the plan term came from a
-        // leader elected under a plan this replica holds or a later one; an
-        // older rewrite replayed after a restart is at or below it.
-        let event = group_state::lock(&g.shared.state).store.history_event();
-        let applied = event.is_some_and(|e| e.term > plan.leader_term);
+        let applied = plan.done_by(group_state::lock(&g.shared.state).store.history_event());
         if !applied && plan.lead {
             let (leader, term) = {
                 let m = g.raft.metrics();

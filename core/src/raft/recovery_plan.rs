@@ -259,6 +259,14 @@ impl HeldPlan {
         Ok(())
     }
 
+    /// Whether `event`, the last accepted loss this replica applied, ends
+    /// the plan: one proposed in a term above the plan term came from a
+    /// leader elected under this plan or a later one; an older rewrite
+    /// replayed after a restart is at or below it.
+    pub fn done_by(&self, event: Option<ursula_stream::store::HistoryEvent>) -> bool {
+        event.is_some_and(|e| e.term > self.leader_term)
+    }
+
     /// Whether this replica takes replication from a leader of `term`.
     pub fn admits_leader(&self, term: u64) -> bool {
         term > self.leader_term
@@ -502,6 +510,10 @@ mod tests {
         assert!(follower.admits_vote(2, 11, Some((9, 101))).is_err(), "an entry past the point at the plan term");
         assert!(follower.admits_vote(2, 11, Some((10, 101))).is_ok(), "its own entry above the plan term");
         assert!(follower.admits_leader(10) && !follower.admits_leader(9));
+        // Its own plan's event, or a later plan's, ends it; an older one replayed does not.
+        let event = |term| Some(ursula_stream::store::HistoryEvent { log_index: 120, term });
+        assert!(follower.done_by(event(10)) && follower.done_by(event(14)));
+        assert!(!follower.done_by(event(9)) && !follower.done_by(event(3)) && !follower.done_by(None));
         let leader = HeldPlan { lead: true, ..follower };
         assert!(leader.admits_vote(3, 12, None).is_err(), "the plan's leader votes for no one");
     }

@@ -25,7 +25,7 @@ pub struct StreamWithoutForks {
     retained: Offset,
 }
 
-type OldStreams = BTreeMap<BucketId, BTreeMap<StreamId, StreamWithoutForks>>;
+pub type OldStreams = BTreeMap<BucketId, BTreeMap<StreamId, StreamWithoutForks>>;
 
 fn upgrade(old: OldStreams) -> BTreeMap<BucketId, super::Streams> {
     let stream = |s: StreamWithoutForks| {
@@ -46,11 +46,12 @@ fn upgrade(old: OldStreams) -> BTreeMap<BucketId, super::Streams> {
         .collect()
 }
 
-/// A store as snapshot format 5 wrote it, before accepted losses existed.
+/// A store as snapshot formats 4 and 5 wrote it, before accepted losses
+/// existed: format 4 (`S = OldStreams`) also before forks.
 #[derive(serde::Deserialize)]
-pub struct StoreWithoutHistoryEvent {
+pub struct StoreBeforeHistoryEvents<S> {
     history_id: u64,
-    streams: BTreeMap<BucketId, super::Streams>,
+    streams: S,
     usage: BTreeMap<BucketId, CommittedUsage>,
     write_unit_bytes: u64,
     erased: std::collections::BTreeSet<BucketId>,
@@ -58,38 +59,33 @@ pub struct StoreWithoutHistoryEvent {
     imported: Option<[u8; 32]>,
 }
 
-impl From<StoreWithoutHistoryEvent> for StreamStore {
-    fn from(old: StoreWithoutHistoryEvent) -> StreamStore {
-        StreamStore {
-            history_id: old.history_id,
-            streams: old.streams,
-            usage: old.usage,
-            write_unit_bytes: old.write_unit_bytes,
-            erased: old.erased,
-            rewrites: old.rewrites,
-            imported: old.imported,
-            history_event: None,
-        }
+/// Format 5: every stream as this build keeps it.
+pub type StoreWithoutHistoryEvent = StoreBeforeHistoryEvents<BTreeMap<BucketId, super::Streams>>;
+/// Format 4: streams without fork links.
+pub type StoreWithoutForks = StoreBeforeHistoryEvents<OldStreams>;
+
+/// The streams of an older store, as this build keeps them.
+pub trait IntoStreams {
+    fn into_streams(self) -> BTreeMap<BucketId, super::Streams>;
+}
+
+impl IntoStreams for BTreeMap<BucketId, super::Streams> {
+    fn into_streams(self) -> BTreeMap<BucketId, super::Streams> {
+        self
     }
 }
 
-/// A store as snapshot format 4 wrote it, before forks existed.
-#[derive(serde::Deserialize)]
-pub struct StoreWithoutForks {
-    history_id: u64,
-    streams: OldStreams,
-    usage: BTreeMap<BucketId, CommittedUsage>,
-    write_unit_bytes: u64,
-    erased: std::collections::BTreeSet<BucketId>,
-    rewrites: BTreeMap<BucketId, BTreeMap<StreamId, super::Rewrite>>,
-    imported: Option<[u8; 32]>,
+impl IntoStreams for OldStreams {
+    fn into_streams(self) -> BTreeMap<BucketId, super::Streams> {
+        upgrade(self)
+    }
 }
 
-impl From<StoreWithoutForks> for StreamStore {
-    fn from(old: StoreWithoutForks) -> StreamStore {
+impl<S: IntoStreams> From<StoreBeforeHistoryEvents<S>> for StreamStore {
+    fn from(old: StoreBeforeHistoryEvents<S>) -> StreamStore {
         StreamStore {
             history_id: old.history_id,
-            streams: upgrade(old.streams),
+            streams: old.streams.into_streams(),
             usage: old.usage,
             write_unit_bytes: old.write_unit_bytes,
             erased: old.erased,
