@@ -36,6 +36,7 @@ fn forwarding_failed(group: GroupId, leader: u64, e: super::peer_error::PeerErro
     tracing::warn!(group = group.0, leader, error = %e, "a command forwarded to the leader got no answer");
     match e {
         super::peer_error::PeerError::Timeout { .. } => EngineError::OutcomeUnknown(group),
+        e if e.history_pending() => EngineError::HistoryPending(group),
         _ => EngineError::NoLeader(group),
     }
 }
@@ -333,7 +334,7 @@ impl GroupEngine for RaftEngine {
             (Some(id), Some(peers)) => {
                 let index = peers.read_barrier(id, group.0).await.map_err(|e| {
                     tracing::debug!(group = group.0, error = %e, "no read barrier from the leader");
-                    EngineError::NoLeader(group)
+                    if e.history_pending() { EngineError::HistoryPending(group) } else { EngineError::NoLeader(group) }
                 })?;
                 self.wait_applied(group, index).await
             }

@@ -144,7 +144,9 @@ impl RaftServer {
         raft: &'a GroupRaft,
     ) -> Result<&'a GroupRaft, pb::Refusal> {
         match self.plan(preamble.as_ref()) {
-            Some(_) => Err(self.refusal(Kind::Draining, "the group's new history event has not applied here".into())),
+            Some(_) => {
+                Err(self.refusal(Kind::HistoryPending, "the group's new history event has not applied here".into()))
+            }
             None => Ok(raft),
         }
     }

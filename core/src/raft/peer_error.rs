@@ -43,6 +43,11 @@ pub enum PeerError {
 }
 
 impl PeerError {
+    /// The peer's group holds a recovery plan whose history event is pending.
+    pub fn history_pending(&self) -> bool {
+        matches!(self, PeerError::Refused { kind: pb::refusal::Kind::HistoryPending, .. })
+    }
+
     pub fn refused(url: &str, r: &pb::Refusal) -> PeerError {
         PeerError::Refused {
             url: url.to_owned(),

@@ -1,9 +1,10 @@
 //! A recovery plan on this replica (spec/35): taking it, and carrying it
 //! out until the group's history event applied here.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use openraft::async_runtime::WatchReceiver;
 use openraft::raft::VoteRequest;
@@ -12,6 +13,7 @@ use ursula_stream::{AcceptLoss, Command};
 
 use super::boot::{SLOT_RECOVERY_PLANS, set_node_slot};
 use super::engine::{RaftEngine, leads_live};
+use super::recovery_gate::StallClock;
 use super::recovery_plan::{HeldPlan, LIVE_LEADER, PlanRequest, Refusal, Replica, Step, check};
 use super::types::{Proposal, Vote};
 use crate::engine::AdminError;
@@ -174,11 +176,31 @@ impl RaftEngine {
     }
 }
 
-/// Carries out every plan this node holds, for as long as it runs.
+/// Carries out every plan this node holds, for as long as it runs. A
+/// replica whose gate is open and whose plan applies nothing for 30 s
+/// reports its group stalled, as a closed gate does (its gate's own loop
+/// watches a closed one): the plan wedged (spec/35).
 pub(super) async fn carry_out_plans(engine: Arc<RaftEngine>) {
+    let gates = &engine.recovery_gates;
+    let mut clocks: HashMap<u32, (u64, StallClock)> = HashMap::new();
     loop {
-        for (group, plan) in engine.recovery_gates.plans.all() {
+        let plans = gates.plans.all();
+        clocks.retain(|group, _| plans.contains_key(group));
+        for (group, plan) in plans {
             engine.carry_out(group, plan).await;
+            let Some(g) = engine.groups.get(group as usize) else { continue };
+            if gates.is_closed(group) {
+                continue;
+            }
+            let held = gates.plans.held(group).is_some();
+            let (applied, now, resets) =
+                (g.shared.applied_index.load(Ordering::Relaxed), Instant::now(), gates.stall_resets(group));
+            let (seen, clock) = clocks.entry(group).or_insert((resets, StallClock::new(applied, now)));
+            if *seen != resets {
+                *seen = resets;
+                *clock = StallClock::new(applied, now);
+            }
+            gates.set_stalled(group, held && clock.observe(applied, now));
         }
         tokio::time::sleep(TICK).await;
     }

@@ -191,7 +191,8 @@ impl RecoveryGates {
     pub fn state(&self, group: u32) -> &'static str {
         let flag = |flags: &Vec<AtomicBool>| flags.get(group as usize).is_some_and(|f| f.load(Ordering::SeqCst));
         if !self.is_closed(group) {
-            "open"
+            // An open replica that holds a plan which applies nothing stalls too.
+            if flag(&self.stalled) && self.plans.held(group).is_some() { "stalled" } else { "open" }
         } else if flag(&self.stalled) {
             "stalled"
         } else if flag(&self.catching_up) {
@@ -210,20 +211,22 @@ impl RecoveryGates {
         self.set_stalled(group, false);
     }
 
-    fn stall_resets(&self, group: u32) -> u64 {
+    pub(super) fn stall_resets(&self, group: u32) -> u64 {
         self.stall_resets.get(group as usize).map_or(0, |r| r.load(Ordering::SeqCst))
     }
 
     pub fn stalled_groups(&self) -> Vec<u32> {
-        (0..self.stalled.len() as u32).filter(|g| self.is_closed(*g) && self.is_stalled(*g)).collect()
+        let gated = |g: u32| self.is_closed(g) || self.plans.held(g).is_some();
+        (0..self.stalled.len() as u32).filter(|g| gated(*g) && self.is_stalled(*g)).collect()
     }
 
     fn is_stalled(&self, group: u32) -> bool {
         self.stalled.get(group as usize).is_some_and(|s| s.load(Ordering::SeqCst))
     }
 
-    /// Marks a closed gate stalled or not; says so once when it changes.
-    fn set_stalled(&self, group: u32, stalled: bool) {
+    /// Marks a closed gate (or a held plan) stalled or not; says so once
+    /// when it changes.
+    pub(super) fn set_stalled(&self, group: u32, stalled: bool) {
         let Some(flag) = self.stalled.get(group as usize) else { return };
         if flag.swap(stalled, Ordering::SeqCst) != stalled {
             if stalled {
@@ -374,6 +377,22 @@ mod tests {
         let gates = RecoveryGates::new(3, PriorRun::Missing, Some("why"), &[]);
         gates.set_stalled(1, true);
         assert_eq!(gates.metrics(), json!({ "closed": [0, 1, 2], "stalled": [1] }));
+    }
+
+    #[test]
+    fn an_open_replica_that_holds_a_stalled_plan_reports_it_stalled() {
+        let gates = RecoveryGates::new(2, PriorRun::Clean, None, &[]);
+        gates.set_stalled(0, true);
+        assert_eq!((gates.state(0), gates.stalled_groups()), ("open", vec![]), "no plan: an open gate");
+        let plan =
+            super::super::recovery_plan::HeldPlan { leader: 1, point: 3, cut: false, leader_term: 2, lead: true };
+        gates.plans.put(0, plan);
+        assert_eq!((gates.state(0), gates.stalled_groups()), ("stalled", vec![0]));
+        gates.restart_stall_clock(0);
+        assert_eq!(gates.state(0), "open", "a plan taken again starts its clock again");
+        gates.set_stalled(0, true);
+        assert!(gates.plans.drop_if(0, &plan));
+        assert_eq!((gates.state(0), gates.stalled_groups()), ("open", vec![]), "the plan is done");
     }
 
     #[test]
