@@ -136,13 +136,19 @@ pub fn check_object<E: GroupEngine>(
 /// The group's history after a restore: derived from the object's digest
 /// and the group, so every attempt at one restore starts the same history.
 pub fn restored_history_id(digest: &[u8; 32], group: u32) -> u64 {
+    derived_history_id(b"ursula restore history", &[digest, &group.to_le_bytes()])
+}
+
+/// A history id derived from what starts it (a restore, an accepted loss),
+/// so that every replica and every repeat derives the same one.
+pub fn derived_history_id(tag: &[u8], parts: &[&[u8]]) -> u64 {
     let mut h = blake3::Hasher::new();
-    h.update(b"ursula restore history");
-    h.update(digest);
-    h.update(&group.to_le_bytes());
-    let out = h.finalize();
+    h.update(tag);
+    for part in parts {
+        h.update(part);
+    }
     let mut first = [0u8; 8];
-    first.copy_from_slice(&out.as_bytes()[..8]);
+    first.copy_from_slice(&h.finalize().as_bytes()[..8]);
     u64::from_le_bytes(first)
 }
 

@@ -3,15 +3,11 @@
 //! stays ready and serves its other groups, and its maintenance report
 //! names the stopped group.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use ursula_stream::routing::group_of;
 use ursula_stream::{Body, Command, ContentType, CreateStream, Lifetime, StreamKey};
 
 use super::apply_fault as fault;
-use crate::clock::SystemClock;
-use crate::config::{CliOverrides, EngineConfig};
 use crate::engine::{EngineError, GroupEngine};
 
 const GROUPS: u32 = 4;
@@ -31,11 +27,7 @@ fn create(key: &StreamKey) -> Command {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_apply_stops_its_group_alone_and_the_node_serves_the_others() {
-    let dir = tempfile::tempdir().expect("a tempdir");
-    let text = format!("[raft]\ngroup_count = {GROUPS}\n[raft.wal]\npath = {:?}\n", dir.path());
-    let config = crate::config::from_text(&text, &CliOverrides::default()).expect("settings");
-    let EngineConfig::Raft(raft) = &config.engine else { panic!("a WAL path runs Raft") };
-    let node = super::start(&config, raft, Arc::new(SystemClock)).await.expect("the node starts");
+    let (_dir, node) = super::lone_voter(GROUPS).await;
     let engine = node.engine.clone();
 
     fault::fail_bucket("apply-fault");

@@ -69,4 +69,17 @@ mod types;
 mod watch;
 
 pub use boot::{RaftNode, generate_cluster_id, start};
+
+/// A lone voter of `groups` groups with its WAL in a temporary directory,
+/// for in-process tests of the engine; the directory lives as long as it.
+#[cfg(test)]
+async fn lone_voter(groups: u32) -> (tempfile::TempDir, RaftNode) {
+    use crate::config::{CliOverrides, EngineConfig};
+    let dir = tempfile::tempdir().expect("a tempdir");
+    let text = format!("[raft]\ngroup_count = {groups}\n[raft.wal]\npath = {:?}\n", dir.path());
+    let config = crate::config::from_text(&text, &CliOverrides::default()).expect("settings");
+    let EngineConfig::Raft(raft) = &config.engine else { panic!("a WAL path runs Raft") };
+    let node = start(&config, raft, std::sync::Arc::new(crate::clock::SystemClock)).await.expect("the node starts");
+    (dir, node)
+}
 pub use engine::RaftEngine;

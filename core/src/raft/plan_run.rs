@@ -209,8 +209,6 @@ pub(super) async fn carry_out_plans(engine: Arc<RaftEngine>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::SystemClock;
-    use crate::config::{CliOverrides, EngineConfig};
     use crate::engine::{EngineError, GroupEngine};
     use ursula_stream::routing::GroupId;
 
@@ -219,11 +217,7 @@ mod tests {
     /// live, so it refuses a plan of its own.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_group_that_holds_a_plan_serves_nothing_and_a_live_leader_refuses_one() {
-        let dir = tempfile::tempdir().expect("a tempdir");
-        let text = format!("[raft]\ngroup_count = 2\n[raft.wal]\npath = {:?}\n", dir.path());
-        let config = crate::config::from_text(&text, &CliOverrides::default()).expect("settings");
-        let EngineConfig::Raft(raft) = &config.engine else { panic!("a WAL path runs Raft") };
-        let node = super::super::start(&config, raft, Arc::new(SystemClock)).await.expect("the node starts");
+        let (_dir, node) = super::super::lone_voter(2).await;
         let engine = node.engine.clone();
         let g = &engine.metrics()["raft_groups"][0];
         let body = json!({ "leader": 1, "point": g["last_log_index"], "cut": false,

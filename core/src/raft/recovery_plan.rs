@@ -215,14 +215,8 @@ impl HeldPlan {
     /// plan, so that every replica that holds it knows the event by it,
     /// and an older rewrite replayed after a restart is never taken for it.
     pub fn history_id(&self, group: u32) -> u64 {
-        let mut h = blake3::Hasher::new();
-        h.update(b"ursula accepted loss");
-        for part in [u64::from(group), self.leader, self.point, self.leader_term] {
-            h.update(&part.to_le_bytes());
-        }
-        let mut first = [0u8; 8];
-        first.copy_from_slice(&h.finalize().as_bytes()[..8]);
-        u64::from_le_bytes(first)
+        let parts = [u64::from(group), self.leader, self.point, self.leader_term].map(u64::to_le_bytes);
+        crate::backup::derived_history_id(b"ursula accepted loss", &parts.each_ref().map(|p| p.as_slice()))
     }
 
     /// `raft_groups[].recovery` of the metrics.
