@@ -4,7 +4,7 @@
 //! field order, same version bytes) around the public `ursula-stream`
 //! values that make up nearly all of every record: the forwarded
 //! `Command`, a log entry's `Proposal`, and the snapshot's `StreamStore` in
-//! all four snapshot formats.
+//! all six snapshot formats.
 //!
 //! The input is one record as stored, version byte first, decoded as every
 //! kind of record. Properties: decoding never panics; whatever decodes
@@ -23,11 +23,15 @@ use std::sync::LazyLock;
 
 use bytes::Bytes;
 use ursula_stream::lifetime::Lifetime;
-use ursula_stream::store::{LegacyStreamStore, StoreWithoutFences, StoreWithoutRewrites};
+use ursula_stream::store::{
+    LegacyStreamStore, StoreWithoutFences, StoreWithoutForks, StoreWithoutHistoryEvent, StoreWithoutRewrites,
+};
 use ursula_stream::{ApplyCtx, Body, Command, ContentType, CreateStream, StreamKey, StreamStore};
 
 const VERSION: u8 = 1;
-const SNAPSHOT_VERSION: u8 = 4;
+const SNAPSHOT_VERSION: u8 = 6;
+const SNAPSHOT_VERSION_WITHOUT_HISTORY_EVENT: u8 = 5;
+const SNAPSHOT_VERSION_WITHOUT_FORKS: u8 = 4;
 const SNAPSHOT_VERSION_WITHOUT_REWRITES: u8 = 3;
 const SNAPSHOT_VERSION_WITHOUT_FENCES: u8 = 2;
 
@@ -97,6 +101,12 @@ fuzz_target!(|record: &[u8]| {
     // Snapshots (`decode_snapshot`): every format this build reads.
     let decoded: Option<(SnapshotHead, StreamStore)> = match version {
         SNAPSHOT_VERSION => postcard::from_bytes(rest).ok(),
+        SNAPSHOT_VERSION_WITHOUT_HISTORY_EVENT => {
+            postcard::from_bytes::<(SnapshotHead, StoreWithoutHistoryEvent)>(rest).ok().map(|(h, s)| (h, s.into()))
+        }
+        SNAPSHOT_VERSION_WITHOUT_FORKS => {
+            postcard::from_bytes::<(SnapshotHead, StoreWithoutForks)>(rest).ok().map(|(h, s)| (h, s.into()))
+        }
         SNAPSHOT_VERSION_WITHOUT_REWRITES => {
             postcard::from_bytes::<(SnapshotHead, StoreWithoutRewrites)>(rest).ok().map(|(h, s)| (h, s.into()))
         }

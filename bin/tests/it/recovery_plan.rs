@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::cluster::{S, append, converges, record};
+use crate::cluster::{S, append, converges, record, wait_ready};
 use crate::cluster_recovery::started;
 use crate::ctl::{ctl, manifest, succeeded};
 use crate::support::Node;
-use crate::support::cluster::{Layout, Planes};
+use crate::support::cluster::{Layout, Planes, free_port};
 
 const GROUPS: usize = 2;
 
@@ -23,8 +23,12 @@ async fn metrics(node: &Node) -> Value {
 /// Sends `plan` for `group` to voter `i`'s admin plane: the status and
 /// the JSON body.
 async fn send_plan(cluster: &Layout, i: usize, group: usize, plan: &Value) -> (u16, Value) {
+    post_plan(&cluster.admin_url(i), group, plan).await
+}
+
+/// Sends `plan` for `group` to the admin plane at `admin`.
+async fn post_plan(admin: &str, group: usize, plan: &Value) -> (u16, Value) {
     let http = reqwest::Client::builder().no_proxy().build().expect("client");
-    let admin = cluster.admin_url(i);
     let raw = http.get(format!("{admin}/__ursula/metrics")).send().await.expect("metrics").bytes().await;
     let m: Value = serde_json::from_slice(&raw.expect("a body")).expect("json");
     let incarnation = m["process_incarnation"].as_str().expect("incarnation").to_string();
@@ -218,4 +222,123 @@ async fn a_plan_reopens_every_group_after_every_voter_may_have_lost_its_tail() {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
+}
+
+/// Waits until `node` reports every group's gate `stalled`.
+async fn stalls(node: &Node) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let m = metrics(node).await;
+        if m["recovery_gates"]["stalled"].as_array().is_some_and(|s| s.len() == GROUPS) {
+            return m;
+        }
+        assert!(Instant::now() < deadline, "the gates never stalled: {m}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// spec/35: a single voter (no peers) has no replica to recover from, so
+/// after a host crash under `never` its groups wait at their gates, elect
+/// no one and stall; a plan it leads alone reopens each under a new history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_voter_that_may_have_lost_its_tail_serves_again_only_under_a_plan() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (client, admin) = (free_port(), free_port());
+    let config = dir.path().join("ursula.toml");
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:{client}\"\nadmin_listen = \"127.0.0.1:{admin}\"\n\
+         [raft]\ngroup_count = {GROUPS}\n[raft.wal]\npath = {:?}\n",
+        dir.path().join("wal")
+    );
+    std::fs::write(&config, text).expect("config");
+    let args = vec!["server".to_string(), "--config".to_string(), config.display().to_string()];
+    let admin = format!("http://127.0.0.1:{admin}");
+
+    let mut nodes = [Some(Node::spawn(&args, None))];
+    nodes[0].as_ref().expect("the node").put(S).content_type("text/plain").send().await.expect(201);
+    let mut expected_bytes = String::new();
+    for seq in 0..5 {
+        append(&nodes, seq).await;
+        expected_bytes.push_str(&record(seq));
+    }
+    let before = nodes[0].as_ref().expect("the node").head(S).send().await;
+    let token = before.must("stream-incarnation").to_string();
+    let tail = before.must("stream-next-offset").to_string();
+
+    // A process crash on the same boot loses nothing: no gate.
+    nodes[0].take().expect("the node").kill9();
+    let node = Node::spawn(&args, None);
+    wait_ready(&node).await;
+    assert_eq!(metrics(&node).await["recovery_gates"]["closed"], json!([]));
+    // A host crash: the run state no longer says the journal was synced.
+    node.kill9();
+    std::fs::remove_file(dir.path().join("wal").join("run-state")).expect("removing the run state");
+    let node = Node::spawn(&args, None);
+    let m = metrics(&node).await;
+    assert_eq!(m["recovery_gates"]["closed"], json!([0, 1]), "{m}");
+    assert_eq!(m["wal_recovery"]["lost_tail_possible"], true, "{m}");
+    let ready = node.get("/__ursula/ready").send().await;
+    assert_eq!(
+        (ready.status.as_u16(), &ready.json()["reason"]),
+        (503, &json!("recovery_gate_closed")),
+        "{}",
+        ready.text()
+    );
+    // It elects no one over what it may have lost: reads and writes answer 503.
+    node.get(&format!("{S}?offset=-1")).send().await.expect(503);
+    let write = node.post(S).content_type("text/plain").producer("w", 0, 5).body(record(5)).send().await;
+    assert_eq!(write.status, 503, "{}", write.text());
+
+    let m = stalls(&node).await;
+    let ready = node.get("/__ursula/ready").send().await;
+    assert_eq!((ready.status.as_u16(), &ready.json()["reason"]), (503, &json!("recovery_stalled")), "{}", ready.text());
+    // Group 0 by hand: the lone voter leads its own plan.
+    let g0 = &m["raft_groups"][0];
+    let point = g0["last_log_index"].as_u64().expect("a log");
+    let plan = json!({ "leader": 1, "point": point, "cut": false,
+        "step": { "lead": { "highest_term": g0["current_term"] } }, "expected": expected(g0) });
+    let (status, led) = post_plan(&admin, 0, &plan).await;
+    assert_eq!((status, &led["outcome"]), (200, &json!("leads")), "{led}");
+    // Group 1 by `ursulactl`, over a manifest that names the one node.
+    let manifest = dir.path().join("lone.json");
+    let nodes_json =
+        json!({ "nodes": [{ "id": 1, "admin_url": admin, "client_url": node.base(), "http_url": node.base() }] });
+    std::fs::write(&manifest, nodes_json.to_string()).expect("manifest");
+    let manifest = manifest.display().to_string();
+    let out = ctl(&["recover-group", "--config", &manifest, "--group", "1", "--accept-loss"]).await;
+    let done: Value = serde_json::from_str(&succeeded(&out, "recover-group --accept-loss")).expect("a report");
+    assert_eq!((&done["recovered"], &done["plans"], &done["leader"]), (&json!(true), &json!(1), &json!(1)), "{done}");
+
+    // Both groups serve again, every byte kept, under a new token naming
+    // the old one and the tail it inherited; the producer's epoch closed.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while node.get("/__ursula/ready").send().await.status != 200 {
+        assert!(Instant::now() < deadline, "never ready: {}", metrics(&node).await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    converges(&node, &expected_bytes).await;
+    let after = node.head(S).send().await;
+    assert_ne!(after.must("stream-incarnation"), token, "the history changed");
+    assert_eq!(after.header("stream-previous-incarnation"), Some(token.as_str()));
+    assert_eq!(after.header("stream-inherited-offset"), Some(tail.as_str()));
+    let closed = node.post(S).content_type("text/plain").producer("w", 0, 5).body(record(5)).send().await;
+    assert_eq!(closed.status, 403, "{}", closed.text());
+    assert_eq!(closed.header("producer-outcome"), Some("epoch-closed;by=history"), "{}", closed.text());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let m = metrics(&node).await;
+        let plans_done = (0..GROUPS).all(|g| m["raft_groups"][g]["recovery"].is_null());
+        if plans_done && m["recovery_gates"] == json!({ "closed": [], "stalled": [] }) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "a plan or gate stayed: {m}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A clean stop and start keeps the new history and needs no gate.
+    let (status, stderr) = node.terminate();
+    assert!(status.success(), "{stderr}");
+    let node = Node::spawn(&args, None);
+    wait_ready(&node).await;
+    assert_eq!(node.head(S).send().await.must("stream-previous-incarnation"), token);
+    converges(&node, &expected_bytes).await;
 }

@@ -234,8 +234,8 @@ pub(crate) async fn open_group(
     Ok((log, machine))
 }
 
-/// Opens the WAL, recovers every group and waits until each has elected
-/// this node.
+/// Opens the WAL and recovers every group; on a lone voter, waits until
+/// each group not held at its recovery gate has elected this node.
 pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>) -> anyhow::Result<RaftNode> {
     let (dir, temporary) = wal_dir(raft)?;
     // spec/35: a directory of another format epoch is refused before anything is written.
@@ -260,7 +260,7 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
     };
     let cache_budget = usize::try_from(raft.wal.cache_size / u64::from(config.group_count)).unwrap_or(usize::MAX);
     let clustered = !raft.peers.is_empty();
-    let recovery_gates = Arc::new(recovery_gates(&wal, &recovered, &dir, raft, config.group_count, clustered).await?);
+    let recovery_gates = Arc::new(recovery_gates(&wal, &recovered, &dir, raft, config.group_count).await?);
     let members: BTreeMap<u64, BasicNode> = if clustered {
         raft.peers.iter().map(|p| (p.node_id, BasicNode { addr: p.url.clone() })).collect()
     } else {
@@ -274,20 +274,33 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
     let transport = super::transport_budget::TransportBudget::new(raft.append_transport_budget);
     let peers = Peers::new(cluster_id.clone(), raft.node_id, urls, refusals.clone(), transport.clone());
     let mut groups = Vec::with_capacity(config.group_count as usize);
+    // Gated groups a lone voter found empty: they hold nothing to lose.
+    let mut empty_gated = Vec::new();
     for g in 0..config.group_count {
         let (log, machine) =
             open_group(g, &wal, &recovered, cache_budget, &snapshot_dir, &cluster_id, objects.clone()).await?;
         let shared = machine.shared();
+        // A gated group starts without its election timer (a lone voter
+        // would otherwise elect itself over the history it may have lost).
+        let settings = if recovery_gates.may_campaign(g) {
+            settings.clone()
+        } else {
+            Arc::new(openraft::Config { enable_elect: false, ..(*settings).clone() })
+        };
         let node = if clustered {
             let network = GrpcNetwork { peers: peers.clone(), group: g };
-            Raft::new(raft.node_id, settings.clone(), network, log.clone(), machine).await
+            Raft::new(raft.node_id, settings, network, log.clone(), machine).await
         } else {
-            Raft::new(raft.node_id, settings.clone(), NoPeers, log.clone(), machine).await
+            Raft::new(raft.node_id, settings, NoPeers, log.clone(), machine).await
         }
         .with_context(|| format!("starting Raft group {g}"))?;
         // A single node is its own membership: it initializes at once.
         if !clustered && !node.is_initialized().await.context("reading Raft state")? {
+            // (openraft elects the initializing voter whatever its election timer.)
             node.initialize(members.clone()).await.with_context(|| format!("initializing Raft group {g}"))?;
+            if !recovery_gates.may_campaign(g) {
+                empty_gated.push(g);
+            }
         }
         groups.push(RaftGroup { raft: node, shared, log });
     }
@@ -338,8 +351,11 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
     } else if clustered {
         tracing::info!("raft.init_membership_per_group is false: this node initializes no group");
     }
-    // A single node elects itself at once; a cluster's groups elect as peers come up.
-    for (g, group) in groups.iter().enumerate().filter(|_| !clustered) {
+    // A lone voter elects itself at once in every group it does not hold
+    // at its gate; a cluster's groups elect as peers come up.
+    let elects_now =
+        |g: usize| !clustered && (recovery_gates.may_campaign(g as u32) || empty_gated.contains(&(g as u32)));
+    for (g, group) in groups.iter().enumerate().filter(|(g, _)| elects_now(*g)) {
         group
             .raft
             .wait(Some(LEADER_WAIT))
@@ -376,6 +392,9 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
     if node_slot(&recovered, SLOT_MAINTENANCE).is_some_and(|v| v.first() == Some(&1)) {
         engine.restore_maintenance(true);
     }
+    for g in empty_gated {
+        recovery_gate::open(&engine, g).await;
+    }
     // A gated group neither campaigns nor votes until its leader's barrier.
     engine.elect(engine.shed.may_lead());
     for g in recovery_gates.closed_groups() {
@@ -400,9 +419,9 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
             raft.snapshot_drive_interval,
         )),
     ];
+    drivers.push(tokio::spawn(super::plan_run::carry_out_plans(engine.clone())));
     if clustered {
         drivers.push(tokio::spawn(driver::keep_voters(engine.clone())));
-        drivers.push(tokio::spawn(super::plan_run::carry_out_plans(engine.clone())));
     }
     if clustered && raft.balance.enabled {
         drivers.push(tokio::spawn(driver::balance(engine.clone(), raft.balance)));
@@ -423,23 +442,21 @@ async fn recovery_gates(
     dir: &Path,
     raft: &RaftConfig,
     groups: u32,
-    clustered: bool,
 ) -> anyhow::Result<RecoveryGates> {
     let prior = recovery_gate::read_run_state(dir);
     let records = recovered.groups.iter().any(|(g, r)| *g != NODE_GROUP && r.entries.is_some());
     let always = raft.wal.fsync == FsyncSetting::Always;
     let boot = recovery_gate::boot_id();
-    // A single node has no leader to catch up from: it keeps what verified.
+    // A lone voter gates too: it has no leader to catch up from, so its
+    // groups stall and only an operator's plan reopens them, under a new
+    // history that tells clients how much of each stream survived (spec/35).
     let lost = recovery_gate::lost_tail(&prior, boot.as_deref(), always, records);
     let damaged = recovered.unsettled_damage.as_ref().map(|_| recovery_gate::DAMAGED_TAIL);
-    let reason = if clustered { lost.or(damaged) } else { None };
-    let kept = match node_slot(recovered, SLOT_RECOVERY_GATES) {
-        Some(raw) if clustered => RecoveryGates::decode(raw),
-        _ => Vec::new(),
-    };
+    let reason = lost.or(damaged);
+    let kept = node_slot(recovered, SLOT_RECOVERY_GATES).map(|raw| RecoveryGates::decode(raw)).unwrap_or_default();
     let mut plans = match node_slot(recovered, SLOT_RECOVERY_PLANS) {
-        Some(raw) if clustered => RecoveryPlans::decode(raw).context("reading the recorded recovery plans")?,
-        _ => Default::default(),
+        Some(raw) => RecoveryPlans::decode(raw).context("reading the recorded recovery plans")?,
+        None => Default::default(),
     };
     // A plan's leader that may have lost entries again comes back with a
     // closed gate instead: it campaigns for no one, and waits for another plan.
@@ -464,13 +481,14 @@ async fn recovery_gates(
     if let Some(why) = reason {
         tracing::warn!(
             why,
-            "this voter may have lost acknowledged entries: every group waits at its recovery gate for its leader's barrier"
+            "this voter may have lost acknowledged entries: every group waits at its recovery gate for its leader's barrier \
+             (a lone voter's, for an operator's recovery plan)"
         );
         set_node_slot(wal, SLOT_RECOVERY_GATES, gates.encode()).await?;
     }
     // Only now that the gates are kept may the WAL forget its cut.
     if let Some(cut) = &recovered.unsettled_damage {
-        tracing::warn!(cut, clustered, "the WAL's newest segment held a damaged frame, cut at open");
+        tracing::warn!(cut, "the WAL's newest segment held a damaged frame, cut at open");
         wal.settle_damage().context("settling the WAL's cut")?;
     }
     recovery_gate::write_run_state(dir, false).context("writing the run state")?;

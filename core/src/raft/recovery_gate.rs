@@ -10,8 +10,10 @@
 //! so it can never vote for an older history than the one it acknowledged.
 //! A voter whose WAL cut a damaged frame from its newest segment at open
 //! (a hole, zeros, a torn sector: not a frame cut short) gates the same
-//! way, under `always` too. The gated groups are kept in the WAL until
-//! they open.
+//! way, under `always` too. A lone voter gates the same way: with no
+//! leader to take a barrier from, its groups stall, and only an operator's
+//! recovery plan reopens them, under a new history. The gated groups are
+//! kept in the WAL until they open.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -325,7 +327,7 @@ pub(super) async fn open(engine: &RaftEngine, group: u32) {
         tracing::warn!(group, error = %e, "the opened recovery gate could not be recorded; it closes again on a restart");
     }
     engine.elect_group(group);
-    tracing::info!(group, "recovery gate opened: the replica applied its leader's barrier");
+    tracing::info!(group, "recovery gate opened");
 }
 
 #[cfg(test)]
