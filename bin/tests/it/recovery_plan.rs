@@ -125,19 +125,11 @@ async fn a_plan_reopens_every_group_after_every_voter_may_have_lost_its_tail() {
     assert_eq!(status, 422, "{older}");
 
     // No group elects a leader: after 30 s every gate reports it stalled.
-    let deadline = Instant::now() + Duration::from_secs(90);
     for node in nodes.iter().flatten() {
-        loop {
-            let m = metrics(node).await;
-            if m["recovery_gates"]["stalled"].as_array().is_some_and(|s| s.len() == GROUPS) {
-                // A vote restored from disk may still name a leader; none leads.
-                for g in 0..GROUPS {
-                    assert_eq!(m["raft_groups"][g]["leads_live"], false, "group {g} elected: {m}");
-                }
-                break;
-            }
-            assert!(Instant::now() < deadline, "the gates never stalled: {m}");
-            tokio::time::sleep(Duration::from_millis(500)).await;
+        let m = stalls(node).await;
+        // A vote restored from disk may still name a leader; none leads.
+        for g in 0..GROUPS {
+            assert_eq!(m["raft_groups"][g]["leads_live"], false, "group {g} elected: {m}");
         }
     }
     // The wrong step for a replica changes nothing.
@@ -311,11 +303,7 @@ async fn a_lone_voter_that_may_have_lost_its_tail_serves_again_only_under_a_plan
 
     // Both groups serve again, every byte kept, under a new token naming
     // the old one and the tail it inherited; the producer's epoch closed.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while node.get("/__ursula/ready").send().await.status != 200 {
-        assert!(Instant::now() < deadline, "never ready: {}", metrics(&node).await);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_ready(&node).await;
     converges(&node, &expected_bytes).await;
     let after = node.head(S).send().await;
     assert_ne!(after.must("stream-incarnation"), token, "the history changed");

@@ -182,7 +182,7 @@ impl RaftEngine {
 /// watches a closed one): the plan wedged (spec/35).
 pub(super) async fn carry_out_plans(engine: Arc<RaftEngine>) {
     let gates = &engine.recovery_gates;
-    let mut clocks: HashMap<u32, (u64, StallClock)> = HashMap::new();
+    let mut clocks: HashMap<u32, StallClock> = HashMap::new();
     loop {
         let plans = gates.plans.all();
         clocks.retain(|group, _| plans.contains_key(group));
@@ -193,14 +193,10 @@ pub(super) async fn carry_out_plans(engine: Arc<RaftEngine>) {
                 continue;
             }
             let held = gates.plans.held(group).is_some();
-            let (applied, now, resets) =
-                (g.shared.applied_index.load(Ordering::Relaxed), Instant::now(), gates.stall_resets(group));
-            let (seen, clock) = clocks.entry(group).or_insert((resets, StallClock::new(applied, now)));
-            if *seen != resets {
-                *seen = resets;
-                *clock = StallClock::new(applied, now);
-            }
-            gates.set_stalled(group, held && clock.observe(applied, now));
+            let (applied, resets, now) =
+                (g.shared.applied_index.load(Ordering::Relaxed), gates.stall_resets(group), Instant::now());
+            let clock = clocks.entry(group).or_insert(StallClock::new(applied, resets, now));
+            gates.set_stalled(group, held && clock.observe(applied, resets, now));
         }
         tokio::time::sleep(TICK).await;
     }

@@ -35,22 +35,25 @@ const APPLY_WAIT: Duration = Duration::from_secs(5);
 /// reports itself stalled (spec/35): only an operator's plan opens it.
 pub const STALL_AFTER: Duration = Duration::from_secs(30);
 
-/// Whether a gated group stalls: it applied nothing for `STALL_AFTER`.
+/// Whether a gated group stalls: it applied nothing for `STALL_AFTER`
+/// since its clock last started (a plan taken bumps `resets`).
 #[derive(Debug, Clone, Copy)]
 pub struct StallClock {
     applied: u64,
+    resets: u64,
     since: std::time::Instant,
 }
 
 impl StallClock {
-    pub fn new(applied: u64, now: std::time::Instant) -> StallClock {
-        StallClock { applied, since: now }
+    pub fn new(applied: u64, resets: u64, now: std::time::Instant) -> StallClock {
+        StallClock { applied, resets, since: now }
     }
 
-    /// Takes the group's applied index now; true while it is stalled.
-    pub fn observe(&mut self, applied: u64, now: std::time::Instant) -> bool {
-        if applied != self.applied {
-            *self = StallClock::new(applied, now);
+    /// Takes the group's applied index and reset count now; true while it
+    /// is stalled.
+    pub fn observe(&mut self, applied: u64, resets: u64, now: std::time::Instant) -> bool {
+        if (applied, resets) != (self.applied, self.resets) {
+            *self = StallClock::new(applied, resets, now);
         }
         now.saturating_duration_since(self.since) >= STALL_AFTER
     }
@@ -288,14 +291,9 @@ pub async fn open_when_caught_up(engine: Arc<RaftEngine>, group: u32) {
     let gates = engine.recovery_gates.clone();
     let Some(g) = engine.groups().get(group as usize) else { return };
     let applied = || g.shared.applied_index.load(Ordering::Relaxed);
-    let mut stall = StallClock::new(applied(), std::time::Instant::now());
-    let mut resets = gates.stall_resets(group);
+    let mut stall = StallClock::new(applied(), gates.stall_resets(group), std::time::Instant::now());
     while gates.is_closed(group) {
-        if gates.stall_resets(group) != resets {
-            resets = gates.stall_resets(group);
-            stall = StallClock::new(applied(), std::time::Instant::now());
-        }
-        gates.set_stalled(group, stall.observe(applied(), std::time::Instant::now()));
+        gates.set_stalled(group, stall.observe(applied(), gates.stall_resets(group), std::time::Instant::now()));
         let leader = g.raft.metrics().borrow_watched().current_leader;
         let barrier = match (leader, &engine.peers) {
             (Some(id), Some(peers)) if id != engine.node_id => peers.read_barrier(id, group).await.ok(),
@@ -370,12 +368,14 @@ mod tests {
     #[test]
     fn a_gated_group_stalls_after_thirty_seconds_without_applying_and_recovers_when_it_applies() {
         let start = std::time::Instant::now();
-        let mut clock = StallClock::new(7, start);
-        assert!(!clock.observe(7, start + Duration::from_secs(29)));
-        assert!(clock.observe(7, start + STALL_AFTER), "nothing applied for 30 s");
-        assert!(!clock.observe(8, start + Duration::from_secs(31)), "it applied: the clock starts again");
-        assert!(!clock.observe(8, start + Duration::from_secs(60)));
-        assert!(clock.observe(8, start + Duration::from_secs(61)));
+        let mut clock = StallClock::new(7, 0, start);
+        assert!(!clock.observe(7, 0, start + Duration::from_secs(29)));
+        assert!(clock.observe(7, 0, start + STALL_AFTER), "nothing applied for 30 s");
+        assert!(!clock.observe(8, 0, start + Duration::from_secs(31)), "it applied: the clock starts again");
+        assert!(!clock.observe(8, 0, start + Duration::from_secs(60)));
+        assert!(clock.observe(8, 0, start + Duration::from_secs(61)));
+        assert!(!clock.observe(8, 1, start + Duration::from_secs(62)), "a plan taken: the clock starts again");
+        assert!(clock.observe(8, 1, start + Duration::from_secs(92)));
         let gates = RecoveryGates::new(3, PriorRun::Missing, Some("why"), &[]);
         gates.set_stalled(1, true);
         assert_eq!(gates.metrics(), json!({ "closed": [0, 1, 2], "stalled": [1] }));
