@@ -11,7 +11,7 @@
 #           cluster8 cluster32 (issue 6), gateway8 gwcatchup gwchunks (issue 8),
 #           coldcatchup coldappend (issue 7), gwauth8 gwauth32 (issue 18),
 #           coldcached coldahead gwbody1m gwbody8m gwbody1mcold gwbody8mcold hotmem
-#           gwcatchup256 elections gwnode32 (issue 24),
+#           gwcatchup256 elections gwnode32 relaycatchup relay32 (issue 24),
 #           peer32 peer8 peercatchup peeridle (issue 24; needs PEER_BIN,
 #           `durable-streams-server` from `cargo install durable-streams --version 0.1.5`),
 #           gwquota8 gwquota32 (issue 19), voters8 voters32 (issue 20),
@@ -255,6 +255,27 @@ run_gwnode() {
   sleep 1
   compare "$name" \
     --url "$ud" --path-template '/bench/{name}' --label direct --server-pid "$pd" \
+    --url "$ug" --path-template '/bench/{name}' --label gateway --server-pid "$pg" \
+    "$@"
+  stop_all "$name"
+}
+
+# run_relay NAME SCENARIO...: one durable node (fsync=never) reached
+# directly, through `ursula-loadtest relay` (a process that only moves the
+# bytes of each connection to the node and back) and through a gateway,
+# in one run: the relay's ratio is what an extra process in the path costs
+# on this host, a bound for any gateway (issue 24 #1 and #2).
+run_relay() {
+  local name="$1"; shift
+  start_ours direct --config "$(raft_config "$name" never)"; local ud="$last_url" pd="$last_pid"
+  "$lt" relay --upstream "${ud#http://}" >"$out/$name-relay.log" 2>&1 &
+  local pr=$!; pids+=("$pr")
+  local ur; ur=$(wait_url "$out/$name-relay.log" "relay listening on")
+  launch_gateway "$name-gw" --upstream "$ud"; local ug="$last_url" pg="$last_pid"
+  sleep 1
+  compare "$name" \
+    --url "$ud" --path-template '/bench/{name}' --label direct --server-pid "$pd" \
+    --url "$ur" --path-template '/bench/{name}' --label relay --server-pid "$pr" \
     --url "$ug" --path-template '/bench/{name}' --label gateway --server-pid "$pg" \
     "$@"
   stop_all "$name"
@@ -521,6 +542,9 @@ for t in "${targets[@]}"; do
     # Issue 20: three voters on openraft 0.10 against one durable node, through gateways and direct.
     voters8) run_voters voters8 append --streams 8 --writers 8 --bytes 256 --duration 5 --rounds 3 ;;
     gwnode32) run_gwnode gwnode32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
+    # Issue 24 #1 and #2: the same node straight, through a bare relay and through a gateway.
+    relaycatchup) run_relay relaycatchup catchup --mib 256 --passes 4 --rounds 3 ;;
+    relay32) run_relay relay32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
     voters32) run_voters voters32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
     otel8) run_otel otel8 append --streams 8 --writers 8 --bytes 256 --duration 5 --rounds 3 ;;
     otel32) run_otel otel32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;

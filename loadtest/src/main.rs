@@ -11,6 +11,7 @@ mod client;
 mod fork_cost;
 mod issuer;
 mod otlp_sink;
+mod relay;
 mod report;
 mod s3_server;
 mod scenarios;
@@ -110,6 +111,14 @@ enum Command {
     OtlpSink {
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: String,
+    },
+    /// A TCP relay to one upstream that only moves bytes: beside a gateway, what an extra hop costs on this host.
+    Relay {
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: String,
+        /// host:port of the server the relay forwards to.
+        #[arg(long)]
+        upstream: String,
     },
     /// Fork sources of growing size, one fork at a time: the time and resident memory of a fork (docs/forks.md).
     ForkCost {
@@ -213,9 +222,10 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
         Command::S3Server { .. }
         | Command::Issuer { .. }
         | Command::OtlpSink { .. }
+        | Command::Relay { .. }
         | Command::Soak { .. }
         | Command::ForkCost { .. } => {
-            anyhow::bail!("s3-server, issuer, otlp-sink, soak and fork-cost run on their own")
+            anyhow::bail!("s3-server, issuer, otlp-sink, relay, soak and fork-cost run on their own")
         }
         Command::Compare { targets, scenario } => {
             let n = targets.url.len();
@@ -270,6 +280,10 @@ fn main() -> anyhow::Result<()> {
     if let Command::OtlpSink { listen } = &cli.command {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         return runtime.block_on(otlp_sink::serve(listen));
+    }
+    if let Command::Relay { listen, upstream } = &cli.command {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        return runtime.block_on(relay::serve(listen, upstream));
     }
     let plan = plan(cli)?;
     client::set_extra_headers(&plan.common.headers)?;
