@@ -28,13 +28,14 @@ impl Upstreams {
         Ok(clients)
     }
 
-    /// Each upstream's connection for reads (`reads`), beside its client's.
-    fn read_channels(urls: &[String], timeouts: UpstreamTimeouts) -> Vec<super::reads::ReadChannel> {
+    /// Each upstream's connection for reads (`reads`), beside its client's,
+    /// made on the runtime that asks for it: the thread serving a client's
+    /// read then also receives its bytes from the voter (see `ReadChannels`).
+    pub(super) fn read_channel(url: &String, timeouts: UpstreamTimeouts) -> super::reads::ReadChannel {
         // `connect` checked every URL already; one that failed now would
         // answer as an upstream that cannot be reached.
         let unreachable = || Endpoint::from_static("http://127.0.0.1:1").connect_lazy();
-        let channel = |url| channel(url, timeouts).unwrap_or_else(|_| unreachable());
-        urls.iter().map(|url| InterceptedService::new(channel(url), TRACE)).collect()
+        InterceptedService::new(channel(url, timeouts).unwrap_or_else(|_| unreachable()), TRACE)
     }
 
     /// Learns the cluster from the first upstream that answers `Describe`,
@@ -56,7 +57,7 @@ impl Upstreams {
                 let up = Upstreams {
                     urls: urls.clone(),
                     clients: clients.clone(),
-                    reads: Self::read_channels(&urls, timeouts),
+                    reads: super::reads::ReadChannels::new(urls.clone(), timeouts),
                     appends: clients
                         .iter()
                         .map(|c| {

@@ -10,7 +10,8 @@
 //! - `discovery`: finding the cluster, probing every upstream, readiness.
 //! - `routing`: calls on a group's leader, following hints.
 //! - `appends`: small appends to one voter, batched per call.
-//! - `reads`: reads on a connection of their own, answers read without copies.
+//! - `reads`: reads on connections of their own (one per serving thread),
+//!   answers read without copies.
 //! - `backend`: `GatewayBackend`, the HTTP layer's `Backend` over these calls.
 //! - `health`: ejection windows of upstreams that do not answer.
 //! - `watches`: one shared upstream watch per live stream.
@@ -57,8 +58,8 @@ pub type Client = StreamServiceClient<InterceptedService<Channel, ursula_http::t
 pub struct Upstreams {
     urls: Vec<String>,
     clients: Vec<Client>,
-    /// Per upstream, its connection for reads.
-    reads: Vec<reads::ReadChannel>,
+    /// Per upstream, its connections for reads.
+    reads: reads::ReadChannels,
     /// Per upstream, its append batcher.
     appends: Vec<appends::Appends>,
     pub cluster_id: String,

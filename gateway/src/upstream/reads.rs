@@ -3,9 +3,12 @@
 //! chunk came in one frame, as a voter of this version sends them:
 //! `ursula_proto::read_wire`). A read of a stream answered as its bytes
 //! are streams on to the client as it arrives, with HTTP/2's flow control
-//! from the voter to the client. Bulk reads have a connection of their own,
+//! from the voter to the client. Bulk reads have connections of their own,
 //! so 8 MiB answers never hold appends behind the shared connection's
-//! flow-control window.
+//! flow-control window: one per voter for each thread that serves reads,
+//! made on that thread's runtime, so an answer's frames arrive on the
+//! thread that sends them on to the client instead of each frame waking
+//! it from another (a read's bytes cross no thread inside the gateway).
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -21,6 +24,42 @@ use super::CallError;
 
 /// A voter's connection for reads, with the trace context added to each call.
 pub type ReadChannel = InterceptedService<Channel, ursula_http::telemetry::TraceInterceptor>;
+
+/// Each upstream's connections for reads, one per thread that asks: a
+/// channel's connection runs on the runtime that made it (tonic spawns its
+/// tasks there), and a client lane is one thread.
+pub struct ReadChannels {
+    urls: Vec<String>,
+    timeouts: super::UpstreamTimeouts,
+    /// Tells this set's channels from another's in the threads' maps (a
+    /// test process may run several gateways).
+    id: u64,
+}
+
+thread_local! {
+    /// This thread's read channels, by set and upstream.
+    static LOCAL: std::cell::RefCell<std::collections::HashMap<(u64, usize), ReadChannel>> =
+        std::cell::RefCell::default();
+}
+
+impl ReadChannels {
+    pub fn new(urls: Vec<String>, timeouts: super::UpstreamTimeouts) -> ReadChannels {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        ReadChannels { urls, timeouts, id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) }
+    }
+
+    /// This thread's channel to upstream `at`, made on first use. Called
+    /// inside a Tokio runtime, which its connection then runs on.
+    pub fn get(&self, at: usize) -> ReadChannel {
+        LOCAL.with(|local| {
+            local
+                .borrow_mut()
+                .entry((self.id, at))
+                .or_insert_with(|| super::Upstreams::read_channel(&self.urls[at], self.timeouts))
+                .clone()
+        })
+    }
+}
 
 /// A `Read` whose answer's headers came: its body still to read.
 struct Answering {
