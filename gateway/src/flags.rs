@@ -279,9 +279,11 @@ impl GatewayArgs {
 }
 
 /// Threads serving client connections on a host with `cpus`: one fewer than
-/// its CPUs, which leaves one to the main runtime, where the upstream side
-/// runs (append batchers, HTTP/2 calls to the voters). On two CPUs one lane
-/// gave 1.12-1.14x the appends of two at 32 writers, in A/Bs in one run.
+/// its CPUs, which leaves one to the main runtime, where most of the
+/// upstream side runs (append batchers, the other calls to the voters,
+/// probes; each lane reads bulk bytes on connections of its own). On two
+/// CPUs one lane gave 1.12-1.14x the appends of two at 32 writers, in A/Bs
+/// in one run.
 fn connection_workers(cpus: usize) -> usize {
     cpus.saturating_sub(1).max(1)
 }

@@ -195,7 +195,8 @@ async fn find_cluster(
     found: Arc<OnceLock<Surface<GatewayBackend>>>,
     edge: TenantEdge,
 ) {
-    let upstreams = Arc::new(Upstreams::discover(config.upstreams, config.upstream_timeouts, clients).await);
+    let upstreams =
+        Arc::new(Upstreams::discover(config.upstreams, config.upstream_timeouts, config.workers, clients).await);
     tokio::spawn(upstreams.clone().probe_forever());
     let options = HttpOptions {
         json_reads: config.json_reads,

@@ -28,20 +28,27 @@ impl Upstreams {
         Ok(clients)
     }
 
-    /// Each upstream's connection for reads (`reads`), beside its client's,
+    /// An upstream's connection for reads (`reads`), beside its client's,
     /// made on the runtime that asks for it: the thread serving a client's
     /// read then also receives its bytes from the voter (see `ReadChannels`).
-    pub(super) fn read_channel(url: &String, timeouts: UpstreamTimeouts) -> super::reads::ReadChannel {
+    /// `window` bounds what the connection buffers unread.
+    pub(super) fn read_channel(url: &str, timeouts: UpstreamTimeouts, window: u32) -> super::reads::ReadChannel {
         // `connect` checked every URL already; one that failed now would
         // answer as an upstream that cannot be reached.
         let unreachable = || Endpoint::from_static("http://127.0.0.1:1").connect_lazy();
-        InterceptedService::new(channel(url, timeouts).unwrap_or_else(|_| unreachable()), TRACE)
+        InterceptedService::new(channel_with(url, timeouts, window).unwrap_or_else(|_| unreachable()), TRACE)
     }
 
     /// Learns the cluster from the first upstream that answers `Describe`,
     /// however long that takes; meanwhile the gateway answers `503
-    /// NO_UPSTREAM`.
-    pub async fn discover(urls: Vec<String>, timeouts: UpstreamTimeouts, clients: Vec<super::Client>) -> Upstreams {
+    /// NO_UPSTREAM`. `lanes` is how many threads serve clients (and so
+    /// read from each upstream on connections of their own).
+    pub async fn discover(
+        urls: Vec<String>,
+        timeouts: UpstreamTimeouts,
+        lanes: usize,
+        clients: Vec<super::Client>,
+    ) -> Upstreams {
         let started = Instant::now();
         let mut warned = Instant::now();
         loop {
@@ -57,7 +64,7 @@ impl Upstreams {
                 let up = Upstreams {
                     urls: urls.clone(),
                     clients: clients.clone(),
-                    reads: super::reads::ReadChannels::new(urls.clone(), timeouts),
+                    reads: super::reads::ReadChannels::new(urls.clone(), timeouts, lanes),
                     appends: clients
                         .iter()
                         .map(|c| {
@@ -187,14 +194,19 @@ impl UpstreamTimeouts {
 }
 
 /// How the gateway reaches the voter at `url`.
-fn channel(url: &String, timeouts: UpstreamTimeouts) -> anyhow::Result<Channel> {
-    let endpoint = Endpoint::from_shared(url.clone())
+fn channel(url: &str, timeouts: UpstreamTimeouts) -> anyhow::Result<Channel> {
+    channel_with(url, timeouts, ursula_proto::H2_CONNECTION_WINDOW)
+}
+
+/// `channel` with a connection flow-control window of `window` bytes.
+fn channel_with(url: &str, timeouts: UpstreamTimeouts, window: u32) -> anyhow::Result<Channel> {
+    let endpoint = Endpoint::from_shared(url.to_string())
         .map_err(|e| anyhow::anyhow!("--upstream {url}: {e}"))?
         .connect_timeout(timeouts.connect)
         .timeout(timeouts.response_headers)
         .tcp_nodelay(true)
         .initial_stream_window_size(ursula_proto::H2_STREAM_WINDOW)
-        .initial_connection_window_size(ursula_proto::H2_CONNECTION_WINDOW)
+        .initial_connection_window_size(window)
         // Answers come in frames this large (the server's own limit is the same).
         .max_frame_size(ursula_proto::H2_MAX_FRAME);
     Ok(endpoint.connect_with_connector_lazy(timeouts.connector()))

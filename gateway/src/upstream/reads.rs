@@ -27,13 +27,22 @@ pub type ReadChannel = InterceptedService<Channel, ursula_http::telemetry::Trace
 
 /// Each upstream's connections for reads, one per thread that asks: a
 /// channel's connection runs on the runtime that made it (tonic spawns its
-/// tasks there), and a client lane is one thread.
+/// tasks there), and a client lane's tasks all run on its one worker
+/// thread. Such a thread must not outlive the runtime its channels were
+/// made on (a lane's worker ends with its runtime).
 pub struct ReadChannels {
     urls: Vec<String>,
     timeouts: super::UpstreamTimeouts,
+    /// Each connection's flow-control window: the one connection per voter
+    /// of before, shared out over the lanes, but at least one answer's
+    /// (8 MiB), so what all lanes buffer unread stays near what one did.
+    window: u32,
     /// Tells this set's channels from another's in the threads' maps (a
-    /// test process may run several gateways).
+    /// test process may make several sets).
     id: u64,
+    /// Channels made, for the tests: each is a connection of its own.
+    #[cfg(test)]
+    made: std::sync::atomic::AtomicU64,
 }
 
 thread_local! {
@@ -43,9 +52,17 @@ thread_local! {
 }
 
 impl ReadChannels {
-    pub fn new(urls: Vec<String>, timeouts: super::UpstreamTimeouts) -> ReadChannels {
+    pub fn new(urls: Vec<String>, timeouts: super::UpstreamTimeouts, lanes: usize) -> ReadChannels {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        ReadChannels { urls, timeouts, id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) }
+        let shared = ursula_proto::H2_CONNECTION_WINDOW / u32::try_from(lanes.max(1)).unwrap_or(u32::MAX);
+        ReadChannels {
+            urls,
+            timeouts,
+            window: shared.max(ursula_proto::H2_STREAM_WINDOW),
+            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            #[cfg(test)]
+            made: Default::default(),
+        }
     }
 
     /// This thread's channel to upstream `at`, made on first use. Called
@@ -55,7 +72,11 @@ impl ReadChannels {
             local
                 .borrow_mut()
                 .entry((self.id, at))
-                .or_insert_with(|| super::Upstreams::read_channel(&self.urls[at], self.timeouts))
+                .or_insert_with(|| {
+                    #[cfg(test)]
+                    self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    super::Upstreams::read_channel(&self.urls[at], self.timeouts, self.window)
+                })
                 .clone()
         })
     }
@@ -182,5 +203,52 @@ fn failed(headers: &http::HeaderMap) -> Result<(), Status> {
     match Status::from_header_map(headers) {
         Some(status) if status.code() != tonic::Code::Ok => Err(status),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    use super::ReadChannels;
+    use crate::upstream::UpstreamTimeouts;
+
+    /// A one-worker runtime, as a client lane runs.
+    fn lane() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime")
+    }
+
+    /// A read on upstream `at` of `reads` from a task of `runtime`, which
+    /// makes the thread's lazy channel connect.
+    fn read_on(runtime: &tokio::runtime::Runtime, reads: &Arc<ReadChannels>, at: usize) {
+        let reads = reads.clone();
+        runtime.block_on(async move {
+            tokio::spawn(async move {
+                let request = ursula_http::wire::pb::ReadRequest::default();
+                // Nothing answers: the call times out or fails; its connection is made.
+                let call = super::read(reads.get(at), &request);
+                let _ = tokio::time::timeout(std::time::Duration::from_millis(200), call).await;
+            })
+            .await
+            .expect("task")
+        });
+    }
+
+    #[test]
+    fn a_thread_reads_from_a_voter_on_one_connection_of_its_own() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let reads = Arc::new(ReadChannels::new(vec![url.clone(), url], UpstreamTimeouts::DEFAULT, 4));
+        assert_eq!(reads.window, 8 << 20, "32 MiB over four lanes, and never below one answer");
+        let (first, second) = (lane(), lane());
+        read_on(&first, &reads, 0);
+        read_on(&first, &reads, 0);
+        read_on(&second, &reads, 0);
+        read_on(&first, &reads, 1);
+        assert_eq!(reads.made.load(Relaxed), 3, "one channel per lane thread and voter, made once");
+        let accepted = std::iter::from_fn(|| listener.accept().ok()).count();
+        assert_eq!(accepted, 3, "each channel is one connection, reused by its thread's reads");
     }
 }
