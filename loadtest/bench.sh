@@ -248,34 +248,24 @@ PY
 # directly and through a gateway in front of it, nothing else running
 # (issue 24 #1; `voters32` measures the same pair beside an idle
 # three-voter cluster, whose ticks and heartbeats take a share of the cores).
+# With RELAY=1 also through `ursula-loadtest relay` (a process that only
+# moves each connection's bytes to the node and back), between the two:
+# what one more process in the path costs on this host, with none of a
+# gateway's work (issue 24 #1 and #2).
 run_gwnode() {
   local name="$1"; shift
   start_ours direct --config "$(raft_config "$name" never)"; local ud="$last_url" pd="$last_pid"
+  local relay=()
+  if [ -n "${RELAY:-}" ]; then
+    "$lt" relay --upstream "${ud#http://}" >"$out/$name-relay.log" 2>&1 &
+    local pr=$!; pids+=("$pr")
+    relay=(--url "$(wait_url "$out/$name-relay.log" "relay listening on")" --path-template '/bench/{name}' --label relay --server-pid "$pr")
+  fi
   launch_gateway "$name-gw" --upstream "$ud"; local ug="$last_url" pg="$last_pid"
   sleep 1
   compare "$name" \
     --url "$ud" --path-template '/bench/{name}' --label direct --server-pid "$pd" \
-    --url "$ug" --path-template '/bench/{name}' --label gateway --server-pid "$pg" \
-    "$@"
-  stop_all "$name"
-}
-
-# run_relay NAME SCENARIO...: one durable node (fsync=never) reached
-# directly, through `ursula-loadtest relay` (a process that only moves the
-# bytes of each connection to the node and back) and through a gateway,
-# in one run: the relay's ratio is what an extra process in the path costs
-# on this host, a bound for any gateway (issue 24 #1 and #2).
-run_relay() {
-  local name="$1"; shift
-  start_ours direct --config "$(raft_config "$name" never)"; local ud="$last_url" pd="$last_pid"
-  "$lt" relay --upstream "${ud#http://}" >"$out/$name-relay.log" 2>&1 &
-  local pr=$!; pids+=("$pr")
-  local ur; ur=$(wait_url "$out/$name-relay.log" "relay listening on")
-  launch_gateway "$name-gw" --upstream "$ud"; local ug="$last_url" pg="$last_pid"
-  sleep 1
-  compare "$name" \
-    --url "$ud" --path-template '/bench/{name}' --label direct --server-pid "$pd" \
-    --url "$ur" --path-template '/bench/{name}' --label relay --server-pid "$pr" \
+    "${relay[@]}" \
     --url "$ug" --path-template '/bench/{name}' --label gateway --server-pid "$pg" \
     "$@"
   stop_all "$name"
@@ -543,8 +533,8 @@ for t in "${targets[@]}"; do
     voters8) run_voters voters8 append --streams 8 --writers 8 --bytes 256 --duration 5 --rounds 3 ;;
     gwnode32) run_gwnode gwnode32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
     # Issue 24 #1 and #2: the same node straight, through a bare relay and through a gateway.
-    relaycatchup) run_relay relaycatchup catchup --mib 256 --passes 4 --rounds 3 ;;
-    relay32) run_relay relay32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
+    relaycatchup) RELAY=1 run_gwnode relaycatchup catchup --mib 256 --passes 4 --rounds 3 ;;
+    relay32) RELAY=1 run_gwnode relay32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
     voters32) run_voters voters32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;
     otel8) run_otel otel8 append --streams 8 --writers 8 --bytes 256 --duration 5 --rounds 3 ;;
     otel32) run_otel otel32 append --streams 32 --writers 32 --bytes 256 --duration 5 --rounds 3 ;;

@@ -1,8 +1,8 @@
 //! `ursula-loadtest relay`: a TCP relay that does nothing but move bytes
 //! between each client connection and a connection of its own to one
-//! upstream. Put beside a gateway in a `compare`, it measures what any
-//! extra process in the path costs on this host (the added hop's copies,
-//! wake-ups and scheduling), which no gateway can beat while it relays.
+//! upstream. Put beside a gateway in a `compare`, it measures what one
+//! more process in the path costs on this host (the added hop's copies,
+//! wake-ups and scheduling) with none of a gateway's work.
 
 use std::io::Write;
 

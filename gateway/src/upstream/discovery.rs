@@ -64,7 +64,7 @@ impl Upstreams {
                 let up = Upstreams {
                     urls: urls.clone(),
                     clients: clients.clone(),
-                    reads: super::reads::ReadChannels::new(urls.clone(), timeouts, lanes),
+                    reads: super::reads::ReadChannels::new(timeouts, lanes),
                     appends: clients
                         .iter()
                         .map(|c| {

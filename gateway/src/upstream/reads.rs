@@ -31,7 +31,6 @@ pub type ReadChannel = InterceptedService<Channel, ursula_http::telemetry::Trace
 /// thread. Such a thread must not outlive the runtime its channels were
 /// made on (a lane's worker ends with its runtime).
 pub struct ReadChannels {
-    urls: Vec<String>,
     timeouts: super::UpstreamTimeouts,
     /// Each connection's flow-control window: the one connection per voter
     /// of before, shared out over the lanes, but at least one answer's
@@ -52,11 +51,10 @@ thread_local! {
 }
 
 impl ReadChannels {
-    pub fn new(urls: Vec<String>, timeouts: super::UpstreamTimeouts, lanes: usize) -> ReadChannels {
+    pub fn new(timeouts: super::UpstreamTimeouts, lanes: usize) -> ReadChannels {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let shared = ursula_proto::H2_CONNECTION_WINDOW / u32::try_from(lanes.max(1)).unwrap_or(u32::MAX);
         ReadChannels {
-            urls,
             timeouts,
             window: shared.max(ursula_proto::H2_STREAM_WINDOW),
             id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -65,9 +63,9 @@ impl ReadChannels {
         }
     }
 
-    /// This thread's channel to upstream `at`, made on first use. Called
-    /// inside a Tokio runtime, which its connection then runs on.
-    pub fn get(&self, at: usize) -> ReadChannel {
+    /// This thread's channel to upstream `at` (at `url`), made on first
+    /// use. Called inside a Tokio runtime, which its connection then runs on.
+    pub fn get(&self, at: usize, url: &str) -> ReadChannel {
         LOCAL.with(|local| {
             local
                 .borrow_mut()
@@ -75,7 +73,7 @@ impl ReadChannels {
                 .or_insert_with(|| {
                     #[cfg(test)]
                     self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    super::Upstreams::read_channel(&self.urls[at], self.timeouts, self.window)
+                    super::Upstreams::read_channel(url, self.timeouts, self.window)
                 })
                 .clone()
         })
@@ -221,13 +219,13 @@ mod tests {
 
     /// A read on upstream `at` of `reads` from a task of `runtime`, which
     /// makes the thread's lazy channel connect.
-    fn read_on(runtime: &tokio::runtime::Runtime, reads: &Arc<ReadChannels>, at: usize) {
-        let reads = reads.clone();
+    fn read_on(runtime: &tokio::runtime::Runtime, reads: &Arc<ReadChannels>, at: usize, url: &str) {
+        let (reads, url) = (reads.clone(), url.to_string());
         runtime.block_on(async move {
             tokio::spawn(async move {
                 let request = ursula_http::wire::pb::ReadRequest::default();
                 // Nothing answers: the call times out or fails; its connection is made.
-                let call = super::read(reads.get(at), &request);
+                let call = super::read(reads.get(at, &url), &request);
                 let _ = tokio::time::timeout(std::time::Duration::from_millis(200), call).await;
             })
             .await
@@ -240,13 +238,13 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         listener.set_nonblocking(true).expect("nonblocking");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
-        let reads = Arc::new(ReadChannels::new(vec![url.clone(), url], UpstreamTimeouts::DEFAULT, 4));
+        let reads = Arc::new(ReadChannels::new(UpstreamTimeouts::DEFAULT, 4));
         assert_eq!(reads.window, 8 << 20, "32 MiB over four lanes, and never below one answer");
         let (first, second) = (lane(), lane());
-        read_on(&first, &reads, 0);
-        read_on(&first, &reads, 0);
-        read_on(&second, &reads, 0);
-        read_on(&first, &reads, 1);
+        read_on(&first, &reads, 0, &url);
+        read_on(&first, &reads, 0, &url);
+        read_on(&second, &reads, 0, &url);
+        read_on(&first, &reads, 1, &url);
         assert_eq!(reads.made.load(Relaxed), 3, "one channel per lane thread and voter, made once");
         // The connections, as they come (a loaded host may connect late),
         // then a while longer for any that should not come at all.

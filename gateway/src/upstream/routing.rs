@@ -53,7 +53,7 @@ impl Upstreams {
         F: Fn(super::reads::ReadChannel) -> Fut,
         Fut: Future<Output = Result<T, CallError>>,
     {
-        self.on_leader_at(key, true, |at| f(self.reads.get(at))).await
+        self.on_leader_at(key, true, |at| f(self.reads.get(at, &self.urls[at]))).await
     }
 
     /// An append on the leader of `key`'s group, in that upstream's next batch.
