@@ -65,7 +65,9 @@ impl ContentType {
 
     /// `type/subtype` without parameters.
     pub fn essence(&self) -> &str {
-        self.0.split(';').next().unwrap_or(&self.0)
+        // A byte scan: asked several times per append, on short values.
+        let end = self.0.bytes().position(|b| b == b';').unwrap_or(self.0.len());
+        self.0.get(..end).unwrap_or(&self.0)
     }
 
     /// JSON mode applies to `application/json` with or without parameters.

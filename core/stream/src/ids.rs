@@ -1,5 +1,6 @@
 //! Bucket and stream identifiers (extensions §1.1, spec/13-streams.md).
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// Longest stream id, and longest `{bucket}/{stream}` key.
@@ -21,7 +22,13 @@ pub struct BucketId(String);
 
 impl BucketId {
     pub fn parse(raw: &str) -> Result<BucketId, IdError> {
-        if BucketId::is_valid(raw) { Ok(BucketId(raw.to_string())) } else { Err(IdError::InvalidBucket) }
+        BucketId::parse_cow(Cow::Borrowed(raw))
+    }
+
+    /// `parse` of a string the caller may already own (a percent-decoded
+    /// path segment), which becomes the id without another copy.
+    pub fn parse_cow(raw: Cow<'_, str>) -> Result<BucketId, IdError> {
+        if BucketId::is_valid(&raw) { Ok(BucketId(raw.into_owned())) } else { Err(IdError::InvalidBucket) }
     }
 
     /// Whether `raw` is a bucket id (`^[a-z0-9_-]{4,64}$`), without making one.
@@ -41,6 +48,11 @@ pub struct StreamId(String);
 
 impl StreamId {
     pub fn parse(raw: &str) -> Result<StreamId, IdError> {
+        StreamId::parse_cow(Cow::Borrowed(raw))
+    }
+
+    /// `parse` of a string the caller may already own (see `BucketId::parse_cow`).
+    pub fn parse_cow(raw: Cow<'_, str>) -> Result<StreamId, IdError> {
         let ok = !raw.is_empty()
             && raw.len() <= MAX_STREAM_KEY_BYTES
             && !raw.contains('/')
@@ -48,7 +60,7 @@ impl StreamId {
             && !raw.contains("..")
             && !raw.starts_with('$')
             && raw != "streams";
-        if ok { Ok(StreamId(raw.to_string())) } else { Err(IdError::InvalidStream) }
+        if ok { Ok(StreamId(raw.into_owned())) } else { Err(IdError::InvalidStream) }
     }
 
     pub fn as_str(&self) -> &str {
@@ -73,7 +85,12 @@ impl StreamKey {
     }
 
     pub fn parse(bucket: &str, stream: &str) -> Result<StreamKey, IdError> {
-        StreamKey::new(BucketId::parse(bucket)?, StreamId::parse(stream)?)
+        StreamKey::parse_cow(Cow::Borrowed(bucket), Cow::Borrowed(stream))
+    }
+
+    /// `parse` of strings the caller may already own (see `BucketId::parse_cow`).
+    pub fn parse_cow(bucket: Cow<'_, str>, stream: Cow<'_, str>) -> Result<StreamKey, IdError> {
+        StreamKey::new(BucketId::parse_cow(bucket)?, StreamId::parse_cow(stream)?)
     }
 }
 

@@ -33,7 +33,7 @@ impl Offset {
 
     /// The wire form: `OFFSET_WIDTH` decimal digits, zero-padded so that
     /// tokens compare as strings the way offsets compare as numbers.
-    fn digits(self) -> [u8; OFFSET_WIDTH] {
+    pub fn digits(self) -> [u8; OFFSET_WIDTH] {
         let mut digits = [b'0'; OFFSET_WIDTH];
         let mut rest = self.0;
         for d in digits.iter_mut().rev() {

@@ -138,34 +138,57 @@ pub async fn serve<S, F, O>(
     let connection = builder.serve_connection(TokioIo::new(tcp), service);
     let mut connection = std::pin::pin!(connection);
     let check_every = (limits.idle_timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    // The idle check and the drain signal are made once and polled only
+    // when they may have fired: a busy connection's task wakes once or
+    // twice per request, and polling a watch waiter takes its lock.
+    let drain_seen = draining.clone();
+    let mut drain_signal = std::pin::pin!(async move { draining.wait_for(|d| *d).await.is_ok() });
+    let mut drain_pending = true;
+    let mut check = std::pin::pin!(tokio::time::sleep(check_every));
+    let mut first_poll = true;
     let mut closing: Option<Instant> = None;
-    loop {
-        tokio::select! {
+    let ended = std::future::poll_fn(|cx| {
+        loop {
             // The connection first: it is what wakes this task nearly every time.
-            biased;
-            ended = connection.as_mut() => {
-                if let Err(e) = ended {
-                    tracing::debug!(error = %e, "connection ended");
-                }
-                return;
+            if let Poll::Ready(ended) = connection.as_mut().poll(cx) {
+                return Poll::Ready(Some(ended));
             }
             // The server stops: finish what is in flight, then close.
-            Ok(_) = draining.wait_for(|d| *d), if closing.is_none() => {
-                connection.as_mut().graceful_shutdown();
-                closing = Some(Instant::now());
+            let drain_may_fire = first_poll || !matches!(drain_seen.has_changed(), Ok(false));
+            if drain_pending
+                && drain_may_fire
+                && let Poll::Ready(stop) = drain_signal.as_mut().poll(cx)
+            {
+                drain_pending = false;
+                if stop && closing.is_none() {
+                    connection.as_mut().graceful_shutdown();
+                    closing = Some(Instant::now());
+                    continue;
+                }
             }
-            () = tokio::time::sleep(check_every) => {
+            let check_may_fire = first_poll || check.is_elapsed();
+            first_poll = false;
+            if check_may_fire && check.as_mut().poll(cx).is_ready() {
                 let now = Instant::now();
+                check.as_mut().reset(now + check_every);
+                // Registers this task for the new deadline.
+                let _ = check.as_mut().poll(cx);
                 match closing {
                     None if activity.idle_for(now) >= limits.idle_timeout => {
                         connection.as_mut().graceful_shutdown();
                         closing = Some(now);
+                        continue;
                     }
                     // A client that holds a closing connection open loses it.
-                    Some(since) if now.saturating_duration_since(since) >= CLOSE_GRACE => return,
+                    Some(since) if now.saturating_duration_since(since) >= CLOSE_GRACE => return Poll::Ready(None),
                     _ => {}
                 }
             }
+            return Poll::Pending;
         }
+    })
+    .await;
+    if let Some(Err(e)) = ended {
+        tracing::debug!(error = %e, "connection ended");
     }
 }

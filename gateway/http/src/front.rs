@@ -123,14 +123,16 @@ impl BodyPace {
 
     /// A reader of one body under this pace.
     pub fn reader(self) -> PacedReader {
-        PacedReader { pace: self, window_end: Instant::now() + self.stall_timeout, in_window: 0 }
+        PacedReader { pace: self, window_end: None, in_window: 0 }
     }
 }
 
 /// Reads a body's data frames, refusing one that stalls or trickles.
 pub struct PacedReader {
     pace: BodyPace,
-    window_end: Instant,
+    /// The end of the current window, from the first read that waited:
+    /// a body that arrived with its head never starts a timer.
+    window_end: Option<Instant>,
     in_window: u64,
 }
 
@@ -141,19 +143,30 @@ impl PacedReader {
         T: http_body::Body<Data = Bytes> + Unpin,
     {
         loop {
-            let frame = match tokio::time::timeout_at(self.window_end, body.frame()).await {
-                Ok(Some(Ok(frame))) => frame,
-                Ok(Some(Err(_))) => return Err(ApiError::BodyUnreadable),
-                Ok(None) => return Ok(None),
-                Err(_) => {
-                    // A window passed: it must have brought the minimum.
-                    if self.in_window == 0 || self.in_window < self.pace.min_bytes_per_window() {
-                        return Err(ApiError::BodyTooSlow);
+            let mut next = body.frame();
+            let polled = std::future::poll_fn(|cx| std::task::Poll::Ready(std::pin::Pin::new(&mut next).poll(cx)));
+            let frame = match polled.await {
+                std::task::Poll::Ready(frame) => frame,
+                std::task::Poll::Pending => {
+                    let window_end = *self.window_end.get_or_insert_with(|| Instant::now() + self.pace.stall_timeout);
+                    match tokio::time::timeout_at(window_end, next).await {
+                        Ok(frame) => frame,
+                        Err(_) => {
+                            // A window passed: it must have brought the minimum.
+                            if self.in_window == 0 || self.in_window < self.pace.min_bytes_per_window() {
+                                return Err(ApiError::BodyTooSlow);
+                            }
+                            self.in_window = 0;
+                            self.window_end = Some(Instant::now() + self.pace.stall_timeout);
+                            continue;
+                        }
                     }
-                    self.in_window = 0;
-                    self.window_end = Instant::now() + self.pace.stall_timeout;
-                    continue;
                 }
+            };
+            let frame = match frame {
+                Some(Ok(frame)) => frame,
+                Some(Err(_)) => return Err(ApiError::BodyUnreadable),
+                None => return Ok(None),
             };
             if let Ok(data) = frame.into_data() {
                 self.in_window = self.in_window.saturating_add(data.len() as u64);
@@ -232,7 +245,9 @@ async fn read_body_bytes(
     pace: BodyPace,
     mut charge: impl FnMut(u64) -> Result<(), ApiError>,
 ) -> Result<Bytes, ApiError> {
-    let mut parts: Vec<Bytes> = Vec::new();
+    // The first frame apart: most bodies are one, and need no list.
+    let mut first: Option<Bytes> = None;
+    let mut more: Vec<Bytes> = Vec::new();
     let mut total = 0u64;
     let mut reader = pace.reader();
     while let Some(data) = reader.next(&mut body).await? {
@@ -241,14 +256,25 @@ async fn read_body_bytes(
             return Err(ApiError::RequestTooLarge { limit });
         }
         charge(total)?;
-        parts.push(data);
+        match first {
+            None => first = Some(data),
+            Some(_) => more.push(data),
+        }
     }
-    let bytes = match <[Bytes; 1]>::try_from(parts) {
+    let bytes = match first {
+        None => Bytes::new(),
         // A small body arrives as a slice of the connection's read buffer;
         // stored as is, it would pin that whole buffer for the stream's life.
-        Ok([one]) if one.len() > COPY_BODIES_UP_TO => one,
-        Ok([one]) => Bytes::copy_from_slice(&one),
-        Err(parts) => parts.concat().into(),
+        Some(one) if more.is_empty() && one.len() > COPY_BODIES_UP_TO => one,
+        Some(one) if more.is_empty() => Bytes::copy_from_slice(&one),
+        Some(one) => {
+            let mut whole = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
+            whole.extend_from_slice(&one);
+            for part in &more {
+                whole.extend_from_slice(part);
+            }
+            whole.into()
+        }
     };
     Ok(bytes)
 }

@@ -1,6 +1,8 @@
 //! Path routing: `/{bucket}` and `/{bucket}/{stream}`, percent-decoded and
 //! validated. Paths under `/__ursula/` are operational endpoints.
 
+use std::borrow::Cow;
+
 use ursula_stream::{BucketId, StreamKey};
 
 use crate::error::ApiError;
@@ -40,30 +42,42 @@ pub enum Sub {
     },
 }
 
+/// Most path segments in a route: `{bucket}/{stream}/incarnation/{token}/snapshot/{offset}`.
+const MAX_SEGMENTS: usize = 6;
+
 pub fn route(path: &str) -> Result<Route, ApiError> {
     if let Some(rest) = path.strip_prefix("/__ursula/") {
         return Ok(Route::Ops(rest.to_string()));
     }
     let trimmed = path.strip_prefix('/').unwrap_or(path);
-    let segments: Vec<&str> = trimmed.split('/').collect();
-    match segments.as_slice() {
+    // The segments on the stack: a route is matched on every request.
+    let mut segments = [""; MAX_SEGMENTS];
+    let mut count = 0;
+    for segment in trimmed.split('/') {
+        match segments.get_mut(count) {
+            Some(slot) => *slot = segment,
+            None => return Err(ApiError::NotFound),
+        }
+        count += 1;
+    }
+    match &segments[..count] {
         [bucket] if !bucket.is_empty() => {
-            Ok(Route::Bucket(BucketId::parse(&decode(bucket)?).map_err(ApiError::InvalidId)?))
+            Ok(Route::Bucket(BucketId::parse_cow(decode(bucket)?).map_err(ApiError::InvalidId)?))
         }
         [bucket, stream] => Ok(Route::Stream(key(bucket, stream)?)),
         [bucket, stream, rest @ ..] => {
             let sub = match rest {
                 ["snapshot"] => Sub::SnapshotLatest,
                 ["snapshot", "parts"] => Sub::DiscardParts,
-                ["snapshot", offset] => Sub::Snapshot(decode(offset)?),
-                ["snapshot", offset, "parts"] => Sub::SnapshotParts(decode(offset)?),
-                ["retention", offset] => Sub::Retention(decode(offset)?),
+                ["snapshot", offset] => Sub::Snapshot(decode(offset)?.into_owned()),
+                ["snapshot", offset, "parts"] => Sub::SnapshotParts(decode(offset)?.into_owned()),
+                ["retention", offset] => Sub::Retention(decode(offset)?.into_owned()),
                 ["bootstrap"] => Sub::Bootstrap,
                 ["incarnation", token, "chunk", offset] => {
-                    Sub::Chunk { token: decode(token)?, offset: decode(offset)? }
+                    Sub::Chunk { token: decode(token)?.into_owned(), offset: decode(offset)?.into_owned() }
                 }
                 ["incarnation", token, "snapshot", offset] => {
-                    Sub::ImmutableSnapshot { token: decode(token)?, offset: decode(offset)? }
+                    Sub::ImmutableSnapshot { token: decode(token)?.into_owned(), offset: decode(offset)?.into_owned() }
                 }
                 _ => return Err(ApiError::NotFound),
             };
@@ -74,10 +88,14 @@ pub fn route(path: &str) -> Result<Route, ApiError> {
 }
 
 fn key(bucket: &str, stream: &str) -> Result<StreamKey, ApiError> {
-    StreamKey::parse(&decode(bucket)?, &decode(stream)?).map_err(ApiError::InvalidId)
+    StreamKey::parse_cow(decode(bucket)?, decode(stream)?).map_err(ApiError::InvalidId)
 }
 
-fn decode(segment: &str) -> Result<String, ApiError> {
+/// A segment percent-decoded; one without `%` is itself, not a copy.
+fn decode(segment: &str) -> Result<Cow<'_, str>, ApiError> {
+    if !segment.contains('%') {
+        return Ok(Cow::Borrowed(segment));
+    }
     // `%` not followed by two hex digits is no escape: decoding it as itself
     // would make `/demo/%` and `/demo/%25` one stream.
     let bytes = segment.as_bytes();
@@ -90,7 +108,6 @@ fn decode(segment: &str) -> Result<String, ApiError> {
     }
     percent_encoding::percent_decode_str(segment)
         .decode_utf8()
-        .map(|s| s.into_owned())
         .map_err(|_| ApiError::InvalidRequest("a path segment is not UTF-8 once percent-decoded"))
 }
 

@@ -117,36 +117,39 @@ fn text_is_utf8(content_type: Option<&ContentType>, raw: &Bytes) -> Result<(), A
 }
 
 fn append_answer(ok: &AppendOk, has_body: bool) -> Answer {
+    use http::HeaderValue;
     // A producer's new write with data answers 200 with its ack; everything
     // else (plain appends, closes, repeats) answers 204.
     let status = match (&ok.producer, ok.kind) {
         (Some(_), AppendKind::Applied) if has_body => StatusCode::OK,
         _ => StatusCode::NO_CONTENT,
     };
-    let mut b = render::builder(status).header(names::STREAM_INCARNATION, ok.info.incarnation.to_string());
+    let mut answer = render::answer(status);
+    let h = answer.headers_mut();
+    h.insert(names::STREAM_INCARNATION, HeaderValue::from(ok.info.incarnation.value()));
     match ok.receipt {
         Some(receipt) => {
-            b = b.header(names::STREAM_NEXT_OFFSET, receipt.next.to_string());
+            h.insert(names::STREAM_NEXT_OFFSET, render::offset_value(receipt.next));
             if ok.producer.is_some() {
-                b = b.header(names::STREAM_OFFSET, receipt.start.to_string());
+                h.insert(names::STREAM_OFFSET, render::offset_value(receipt.start));
             }
         }
-        None => b = b.header(names::PRODUCER_OUTCOME, "receipt-evicted"),
-    }
-    if ok.info.closed {
-        b = b.header(names::STREAM_CLOSED, "true");
-    }
-    if let Some(ack) = &ok.producer {
-        b = b
-            .header(names::PRODUCER_EPOCH, ack.epoch.to_string())
-            .header(names::PRODUCER_SEQ, ack.highest_seq.to_string());
-        if let Some(closed) = ack.closed_epoch {
-            b = b
-                .header(names::PRODUCER_CLOSED_EPOCH, closed.epoch.to_string())
-                .header(names::PRODUCER_CLOSED_SEQ, closed.seq.to_string());
+        None => {
+            h.insert(names::PRODUCER_OUTCOME, HeaderValue::from_static("receipt-evicted"));
         }
     }
-    render::finish(b, render::empty())
+    if ok.info.closed {
+        h.insert(names::STREAM_CLOSED, HeaderValue::from_static("true"));
+    }
+    if let Some(ack) = &ok.producer {
+        h.insert(names::PRODUCER_EPOCH, HeaderValue::from(ack.epoch));
+        h.insert(names::PRODUCER_SEQ, HeaderValue::from(ack.highest_seq));
+        if let Some(closed) = ack.closed_epoch {
+            h.insert(names::PRODUCER_CLOSED_EPOCH, HeaderValue::from(closed.epoch));
+            h.insert(names::PRODUCER_CLOSED_SEQ, HeaderValue::from(closed.seq));
+        }
+    }
+    answer
 }
 
 pub async fn delete<B: Backend>(shared: &Shared<B>, key: StreamKey, h: &HeaderMap) -> Result<Answer, ApiError> {
