@@ -65,12 +65,13 @@ pub struct GatewayArgs {
     /// The slowest body rate taken over one stall window.
     #[arg(long, default_value_t = 1024)]
     pub body_min_bytes_per_sec: u64,
-    /// How long a request head may take to arrive before the connection is
-    /// closed (slow clients), e.g. `10s`.
+    /// How long a request head may take to arrive after the accept or the
+    /// previous answer before the connection is closed (slow clients; an
+    /// HTTP/1.1 keep-alive connection idles no longer), e.g. `10s`.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub header_read_timeout: Duration,
-    /// How long a connection may stay open with no request in flight; a
-    /// live read (SSE, long-poll) is never idle.
+    /// How long an HTTP/2 connection may stay open with no request in
+    /// flight; a live read (SSE, long-poll) is never idle.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub idle_timeout: Duration,
     /// Access control (spec/08): the OAuth issuer whose RFC 9068 access

@@ -175,7 +175,7 @@ impl<E: GroupEngine> NodeBackend<E> {
     /// applied the create a client already saw acknowledged. Every group is
     /// brought up to its leader's commit, then asked again.
     async fn settled<T>(&self, key: &StreamKey, result: Result<T, BackendError>) -> Result<T, BackendError> {
-        if !matches!(result, Err(BackendError::Rejected(Rejection::BucketNotFound))) {
+        if !unsettled(&result) {
             return result;
         }
         for g in 0..self.engine.group_count() {
@@ -242,6 +242,11 @@ impl<E: GroupEngine> NodeBackend<E> {
     }
 }
 
+/// Whether a result is a `BUCKET_NOT_FOUND` that `settled` must confirm.
+fn unsettled<T>(result: &Result<T, BackendError>) -> bool {
+    matches!(result, Err(BackendError::Rejected(Rejection::BucketNotFound)))
+}
+
 pub(crate) fn internal(e: EngineError) -> BackendError {
     match e {
         EngineError::NoLeader(_) => BackendError::Unavailable { reason: Unavailable::NoLeader, retry_after_secs: 1 },
@@ -299,7 +304,9 @@ impl<E: GroupEngine> Streams for NodeBackend<E> {
             other => Err(unexpected(&other)),
         };
         drop(outstanding);
-        let appended = self.settled(&key, appended).await?;
+        // Settled only when it must be: the append's answer is not moved
+        // through a future it does not need.
+        let appended = if unsettled(&appended) { self.settled(&key, appended).await? } else { appended? };
         self.served.appends.fetch_add(1, Ordering::Relaxed);
         Ok(appended)
     }

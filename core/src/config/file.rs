@@ -158,9 +158,9 @@ pub struct ServerSection {
     pub cluster_id: Option<String>,
     /// The admin plane (operator routes); loopback by default.
     pub admin_listen: Option<String>,
-    /// How long a request head may take to arrive (`10s`).
+    /// How long a request head may take to arrive after the accept or the previous answer (`10s`).
     pub header_read_timeout: Option<String>,
-    /// How long a client connection may stay open with no request in flight (`60s`).
+    /// How long an HTTP/2 client connection may stay open with no request in flight (`60s`).
     pub idle_timeout: Option<String>,
     /// A request body with no byte (or below the minimum rate) for this long answers `408` (`30s`).
     pub body_stall_timeout: Option<String>,

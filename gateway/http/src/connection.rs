@@ -1,15 +1,19 @@
 //! One client connection, served with the timeouts an internet-facing
 //! server needs: a request head must arrive within `header_read_timeout`
-//! (HTTP/1.1; hyper's timer starts when the connection is accepted), and a
+//! of the connection's accept or of its previous answer, and an HTTP/2
 //! connection with no request in flight for `idle_timeout` is closed
-//! gracefully (HTTP/1.1 keep-alive and HTTP/2 alike). A live read (SSE,
-//! long-poll) is a request in flight until its answer's body ends, so it
-//! is never idle. Request bodies have their own pace rule (`front`).
+//! gracefully. An HTTP/1.1 connection waiting for a head cannot tell a
+//! slow head from a kept-alive idle one, so both close after
+//! `header_read_timeout` (as hyper's own head timer did, which this check
+//! replaces: that timer was made, armed and dropped on every request).
+//! A live read (SSE, long-poll) is a request in flight until its answer's
+//! body ends, so it is never idle. Request bodies have their own pace rule
+//! (`front`).
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -25,9 +29,10 @@ use tokio::time::Instant;
 /// The timeouts of every client connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectionLimits {
-    /// How long a request head may take to arrive (slowloris).
+    /// How long a request head may take to arrive after the accept or the
+    /// previous answer (slowloris); an HTTP/1.1 connection idles no longer.
     pub header_read_timeout: Duration,
-    /// How long a connection may stay open with no request in flight.
+    /// How long an HTTP/2 connection may stay open with no request in flight.
     pub idle_timeout: Duration,
 }
 
@@ -46,10 +51,15 @@ struct Activity {
     in_flight: AtomicUsize,
     /// Milliseconds after `started` when a request last ended.
     last_end_ms: AtomicU64,
+    /// An HTTP/2 request was seen: the connection waits under `idle_timeout`.
+    http2: AtomicBool,
 }
 
 impl Activity {
-    fn begin(self: &Arc<Self>) -> InFlight {
+    fn begin(self: &Arc<Self>, version: http::Version) -> InFlight {
+        if version == http::Version::HTTP_2 {
+            self.http2.store(true, Ordering::Relaxed);
+        }
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         InFlight(self.clone())
     }
@@ -114,11 +124,15 @@ pub async fn serve<S, F, O>(
     O: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
     O::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let activity =
-        Arc::new(Activity { started: Instant::now(), in_flight: AtomicUsize::new(0), last_end_ms: AtomicU64::new(0) });
+    let activity = Arc::new(Activity {
+        started: Instant::now(),
+        in_flight: AtomicUsize::new(0),
+        last_end_ms: AtomicU64::new(0),
+        http2: AtomicBool::new(false),
+    });
     let tracked = activity.clone();
     let service = service_fn(move |req: Request<Incoming>| {
-        let in_flight = tracked.begin();
+        let in_flight = tracked.begin(req.version());
         let answer = service(req);
         async move {
             let answer = answer.await;
@@ -126,7 +140,6 @@ pub async fn serve<S, F, O>(
         }
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
     // Gateways and peers send megabyte gRPC messages over one connection each.
     builder
         .http2()
@@ -137,7 +150,8 @@ pub async fn serve<S, F, O>(
         .max_send_buf_size(ursula_proto::H2_MAX_SEND_BUFFER);
     let connection = builder.serve_connection(TokioIo::new(tcp), service);
     let mut connection = std::pin::pin!(connection);
-    let check_every = (limits.idle_timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    let shortest = limits.header_read_timeout.min(limits.idle_timeout);
+    let check_every = (shortest / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
     // The idle check and the drain signal are made once and polled only
     // when they may have fired: a busy connection's task wakes once or
     // twice per request, and polling a watch waiter takes its lock.
@@ -173,8 +187,10 @@ pub async fn serve<S, F, O>(
                 check.as_mut().reset(now + check_every);
                 // Registers this task for the new deadline.
                 let _ = check.as_mut().poll(cx);
+                // Until an HTTP/2 request, a connection waits for a head.
+                let allowed = if activity.http2.load(Ordering::Relaxed) { limits.idle_timeout } else { shortest };
                 match closing {
-                    None if activity.idle_for(now) >= limits.idle_timeout => {
+                    None if activity.idle_for(now) >= allowed => {
                         connection.as_mut().graceful_shutdown();
                         closing = Some(now);
                         continue;
