@@ -233,6 +233,15 @@ pub fn producer_digest(headers: &HeaderMap) -> Result<Option<[u8; 32]>, ApiError
     Ok(Some(out))
 }
 
+/// Whether a request names any `Stream-*` or `Producer-*` header: most
+/// appends name none, and skip the lookups of each one.
+pub fn any_protocol_header(headers: &HeaderMap) -> bool {
+    headers.keys().any(|k| {
+        let name = k.as_str();
+        name.starts_with("stream-") || name.starts_with("producer-")
+    })
+}
+
 /// Refuses headers that 0.6.0 removed, so a client relying on them learns
 /// at once (spec/43 "JSON record coordinates").
 pub fn refuse_removed_append_headers(headers: &HeaderMap) -> Result<(), ApiError> {

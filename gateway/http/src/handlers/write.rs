@@ -84,12 +84,13 @@ where
     T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let h = req.headers();
-    headers::refuse_removed_append_headers(h)?;
-    let close = headers::stream_closed(h);
-    let stream_seq = headers::stream_seq(h)?;
-    let mut producer = headers::producer(h)?;
-    let claimed_digest = headers::producer_digest(h)?;
-    let expect = headers::incarnation(h)?;
+    let (close, stream_seq, mut producer, claimed_digest, expect) = if headers::any_protocol_header(h) {
+        headers::refuse_removed_append_headers(h)?;
+        let close = headers::stream_closed(h);
+        (close, headers::stream_seq(h)?, headers::producer(h)?, headers::producer_digest(h)?, headers::incarnation(h)?)
+    } else {
+        (false, None, None, None, None)
+    };
     // A close-only request may carry any Content-Type; it is never checked.
     let content_type = headers::content_type(h).or_else(|e| if close { Ok(None) } else { Err(e) })?;
     let upload = read_body(shared, req).await?;
