@@ -96,6 +96,13 @@ pub trait FrontDoor: Send + Sync + 'static {
 
     /// The front door's own figures, added to `/__ursula/metrics`.
     fn metrics(&self, metrics: &mut Metrics);
+
+    /// Whether `admit` admits every request unchanged and `answered` passes
+    /// every answer on as it is (a node's front door): the surface then
+    /// calls neither, and keeps no copy of the request's method and URI.
+    fn passes_through(&self) -> bool {
+        false
+    }
 }
 
 /// How slowly a request body may arrive (the 0.8 release notes' slow-body
@@ -218,6 +225,10 @@ impl FrontDoor for PlainFrontDoor {
 
     fn answered<'a>(&'a self, _request: Answered<'a>, answer: Answer) -> BoxFuture<'a, Answer> {
         Box::pin(std::future::ready(answer))
+    }
+
+    fn passes_through(&self) -> bool {
+        true
     }
 
     fn metrics(&self, metrics: &mut Metrics) {

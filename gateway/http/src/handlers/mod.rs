@@ -96,19 +96,25 @@ where
     let head = req.method() == Method::HEAD;
     let (mut parts, body) = req.into_parts();
     let origin = parts.headers.get(http::header::ORIGIN).cloned();
-    let (method, uri) = (parts.method.clone(), parts.uri.clone());
     let options = shared.clone();
+    let passes_through = options.front.passes_through();
+    // What the front door's `answered` is told; one that passes every
+    // answer through needs neither copy.
+    let request = (!passes_through).then(|| (parts.method.clone(), parts.uri.clone()));
     // The preflight is the same for every path and comes before the front
     // door's checks: it must not tell whether a resource exists.
-    let early = if method == Method::OPTIONS {
+    let early = if parts.method == Method::OPTIONS {
         Some(render::preflight())
     } else if parts.version == http::Version::HTTP_11 && !parts.headers.contains_key(http::header::HOST) {
         // RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without Host.
         Some(render::error(&ApiError::InvalidRequest("an HTTP/1.1 request needs a Host header"), head))
+    } else if passes_through {
+        None
     } else {
         shared.front.admit(&mut parts).await
     };
     let served = early.is_none();
+    let allow = allowed_methods(routed.as_ref().ok());
     // The answer keeps the holds; the request's copy lets the body reader count.
     let holds = parts.extensions.get::<Holds>().cloned();
     let mut answer = match early {
@@ -126,7 +132,7 @@ where
         answer = render::holding(answer, holds);
     }
     if answer.status() == StatusCode::METHOD_NOT_ALLOWED {
-        answer.headers_mut().insert(http::header::ALLOW, http::HeaderValue::from_static(allowed_methods(uri.path())));
+        answer.headers_mut().insert(http::header::ALLOW, http::HeaderValue::from_static(allow));
     }
     let origin = origin.as_ref().and_then(|o| o.to_str().ok());
     render::add_common_headers(&mut answer, &options.options.cors, origin);
@@ -135,10 +141,10 @@ where
     if answer.extensions().get::<render::IntermediaryAnswer>().is_none() {
         render::add_server_identity(&mut answer, options.cluster_id_header.as_ref());
     }
-    if !served {
-        return answer;
+    match request {
+        Some((method, uri)) if served => options.front.answered(Answered { method: &method, uri: &uri }, answer).await,
+        _ => answer,
     }
-    options.front.answered(Answered { method: &method, uri: &uri }, answer).await
 }
 
 async fn dispatch<B, T>(
@@ -238,11 +244,11 @@ where
 }
 
 /// The `Allow` of a `405` (RFC 9110 §15.5.6): the methods the path takes.
-fn allowed_methods(path: &str) -> &'static str {
-    match route(path) {
-        Ok(Route::Bucket(_)) => "PUT, OPTIONS",
-        Ok(Route::Stream(_)) => "GET, HEAD, PUT, POST, DELETE, OPTIONS",
-        Ok(Route::Sub(_, sub)) => match sub {
+fn allowed_methods(routed: Option<&Route>) -> &'static str {
+    match routed {
+        Some(Route::Bucket(_)) => "PUT, OPTIONS",
+        Some(Route::Stream(_)) => "GET, HEAD, PUT, POST, DELETE, OPTIONS",
+        Some(Route::Sub(_, sub)) => match sub {
             Sub::Snapshot(_) => "GET, HEAD, PUT, OPTIONS",
             Sub::SnapshotParts(_) => "POST, OPTIONS",
             Sub::DiscardParts => "DELETE, OPTIONS",
@@ -251,8 +257,8 @@ fn allowed_methods(path: &str) -> &'static str {
             Sub::Chunk { .. } | Sub::ImmutableSnapshot { .. } => "GET, HEAD, OPTIONS",
             Sub::SnapshotLatest => "OPTIONS",
         },
-        Ok(Route::Ops(_)) => "GET, HEAD",
-        Err(_) => "OPTIONS",
+        Some(Route::Ops(_)) => "GET, HEAD",
+        None => "OPTIONS",
     }
 }
 
