@@ -105,3 +105,17 @@ async fn a_body_that_stalls_answers_408_and_appends_nothing() {
     assert!(String::from_utf8_lossy(&body).contains("BODY_TOO_SLOW"), "{headers:?}");
     assert_eq!(node.tail("/demo/s").await, offset(0), "nothing was appended");
 }
+
+#[tokio::test]
+async fn a_partial_head_is_cut_at_the_head_timeout_not_after_a_graceful_close() {
+    let node = Node::in_process_with(SHORT);
+    let mut partial = TcpStream::connect(addr(&node)).await.expect("connecting");
+    partial.write_all(b"GET /demo/s HTTP/1.1\r\nHo").await.expect("writing");
+    let started = Instant::now();
+    let seen = closed_by_server(&mut partial).await;
+    assert!(seen.is_empty(), "{}", String::from_utf8_lossy(&seen));
+    // The head timeout is 1 s and the check runs every 250 ms; a graceful
+    // close waits 5 s more for a head in progress before it cuts.
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(4500), "cut after {took:?}");
+}

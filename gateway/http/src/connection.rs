@@ -188,8 +188,12 @@ pub async fn serve<S, F, O>(
                 // Registers this task for the new deadline.
                 let _ = check.as_mut().poll(cx);
                 // Until an HTTP/2 request, a connection waits for a head.
-                let allowed = if activity.http2.load(Ordering::Relaxed) { limits.idle_timeout } else { shortest };
+                let http2 = activity.http2.load(Ordering::Relaxed);
+                let allowed = if http2 { limits.idle_timeout } else { shortest };
                 match closing {
+                    // A head that did not come in time: cut at once (a
+                    // graceful close would wait for a partial head).
+                    None if !http2 && activity.idle_for(now) >= allowed => return Poll::Ready(None),
                     None if activity.idle_for(now) >= allowed => {
                         connection.as_mut().graceful_shutdown();
                         closing = Some(now);
