@@ -119,3 +119,23 @@ async fn a_partial_head_is_cut_at_the_head_timeout_not_after_a_graceful_close() 
     let took = started.elapsed();
     assert!(took < Duration::from_millis(4500), "cut after {took:?}");
 }
+
+#[tokio::test]
+async fn a_refused_body_is_drained_past_the_head_timeout_and_its_client_reads_the_answer() {
+    let node = Node::in_process_with(SHORT);
+    node.create("/demo/s", "text/plain").await;
+    let mut tcp = TcpStream::connect(addr(&node)).await.expect("connecting");
+    // No Host: refused at once (400), while the body is still on its way.
+    let chunks = 8;
+    let head = format!("POST /demo/s HTTP/1.1\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n", chunks * 100);
+    tcp.write_all(head.as_bytes()).await.expect("writing the head");
+    // The body takes 3.2 s, past the 1 s head timeout: the connection is
+    // draining it, not waiting for a head, so it must not be cut.
+    for i in 0..chunks {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        tcp.write_all(&[b'x'; 100]).await.unwrap_or_else(|e| panic!("chunk {i} of the body: {e}"));
+    }
+    let (status, _, body) = tokio::time::timeout(CLOSED_WITHIN, read_raw_response(&mut tcp)).await.expect("an answer");
+    assert_eq!(status.as_u16(), 400, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(node.tail("/demo/s").await, offset(0), "nothing was appended");
+}

@@ -51,15 +51,13 @@ struct Activity {
     in_flight: AtomicUsize,
     /// Milliseconds after `started` when a request last ended.
     last_end_ms: AtomicU64,
-    /// An HTTP/2 request was seen: the connection waits under `idle_timeout`.
+    /// The connection opened with HTTP/2's preface (`Sniffed`): it waits
+    /// under `idle_timeout`, not for a head.
     http2: AtomicBool,
 }
 
 impl Activity {
-    fn begin(self: &Arc<Self>, version: http::Version) -> InFlight {
-        if version == http::Version::HTTP_2 {
-            self.http2.store(true, Ordering::Relaxed);
-        }
+    fn begin(self: &Arc<Self>) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         InFlight(self.clone())
     }
@@ -83,6 +81,115 @@ impl Drop for InFlight {
         let ended = u64::try_from(self.0.started.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.0.last_end_ms.store(ended, Ordering::SeqCst);
         self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+tokio::task_local! {
+    /// The connection whose task is polling: an HTTP/1.1 request's handler
+    /// runs inside it (an HTTP/2 stream runs in a task of its own).
+    static CONNECTION: Arc<Activity>;
+}
+
+/// Keeps an HTTP/1.1 connection busy while a refused request's body is
+/// read after its answer: the connection is not waiting for a head, so it
+/// must not be cut for one. Dropped when the body has been drained.
+pub struct Busy {
+    _held: InFlight,
+}
+
+/// A hold on the connection that serves the calling handler; `None` where
+/// there is none to hold (an HTTP/2 stream, a test without a connection).
+pub fn hold_busy() -> Option<Busy> {
+    CONNECTION.try_with(|activity| Busy { _held: activity.begin() }).ok()
+}
+
+/// A connection's socket that notes whether it opens with HTTP/2's preface,
+/// so the connection knows from its first bytes whether it waits for a
+/// head (HTTP/1.1) or idles under `idle_timeout` (HTTP/2).
+struct Sniffed {
+    tcp: TcpStream,
+    activity: Arc<Activity>,
+    /// Bytes of the preface matched so far; `None` once decided.
+    matched: Option<usize>,
+}
+
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+impl Sniffed {
+    fn note(&mut self, read: &[u8]) {
+        let Some(matched) = self.matched else { return };
+        self.matched = match preface(matched, read) {
+            Preface::Partly(n) => Some(n),
+            Preface::Http2 => {
+                self.activity.http2.store(true, Ordering::Relaxed);
+                None
+            }
+            Preface::Not => None,
+        };
+    }
+}
+
+/// How far a connection's first bytes match HTTP/2's preface.
+#[derive(Debug, PartialEq, Eq)]
+enum Preface {
+    /// The first `n` bytes match; more must come to decide.
+    Partly(usize),
+    Http2,
+    Not,
+}
+
+/// The preface matched after `read` follows `matched` bytes that did.
+fn preface(matched: usize, read: &[u8]) -> Preface {
+    let want = H2_PREFACE.get(matched..).unwrap_or_default();
+    let n = read.len().min(want.len());
+    if read.get(..n) != want.get(..n) {
+        Preface::Not
+    } else if matched + n == H2_PREFACE.len() {
+        Preface::Http2
+    } else {
+        Preface::Partly(matched + n)
+    }
+}
+
+impl tokio::io::AsyncRead for Sniffed {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let me = self.get_mut();
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut me.tcp).poll_read(cx, buf);
+        if me.matched.is_some() && buf.filled().len() > before {
+            me.note(buf.filled().get(before..).unwrap_or_default());
+        }
+        polled
+    }
+}
+
+impl tokio::io::AsyncWrite for Sniffed {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().tcp).poll_write(cx, data)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().tcp).poll_write_vectored(cx, data)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tcp.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().tcp).poll_shutdown(cx)
     }
 }
 
@@ -132,7 +239,7 @@ pub async fn serve<S, F, O>(
     });
     let tracked = activity.clone();
     let service = service_fn(move |req: Request<Incoming>| {
-        let in_flight = tracked.begin(req.version());
+        let in_flight = tracked.begin();
         let answer = service(req);
         async move {
             let answer = answer.await;
@@ -148,7 +255,8 @@ pub async fn serve<S, F, O>(
         .initial_connection_window_size(ursula_proto::H2_CONNECTION_WINDOW)
         .max_frame_size(ursula_proto::H2_MAX_FRAME)
         .max_send_buf_size(ursula_proto::H2_MAX_SEND_BUFFER);
-    let connection = builder.serve_connection(TokioIo::new(tcp), service);
+    let sniffed = Sniffed { tcp, activity: activity.clone(), matched: Some(0) };
+    let connection = builder.serve_connection(TokioIo::new(sniffed), service);
     let mut connection = std::pin::pin!(connection);
     let shortest = limits.header_read_timeout.min(limits.idle_timeout);
     let check_every = (shortest / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
@@ -159,12 +267,17 @@ pub async fn serve<S, F, O>(
     let mut drain_signal = std::pin::pin!(async move { draining.wait_for(|d| *d).await.is_ok() });
     let mut drain_pending = true;
     let mut check = std::pin::pin!(tokio::time::sleep(check_every));
+    // Whether the check's last poll left this task's waker with its timer:
+    // a poll the task's co-operative budget refused leaves none.
+    let mut check_armed = false;
     let mut first_poll = true;
     let mut closing: Option<Instant> = None;
     let ended = std::future::poll_fn(|cx| {
         loop {
-            // The connection first: it is what wakes this task nearly every time.
-            if let Poll::Ready(ended) = connection.as_mut().poll(cx) {
+            // The connection first: it is what wakes this task nearly every
+            // time. Its HTTP/1.1 handlers may hold it busy (`hold_busy`).
+            let polled = CONNECTION.sync_scope(activity.clone(), || connection.as_mut().poll(cx));
+            if let Poll::Ready(ended) = polled {
                 return Poll::Ready(Some(ended));
             }
             // The server stops: finish what is in flight, then close.
@@ -180,14 +293,14 @@ pub async fn serve<S, F, O>(
                     continue;
                 }
             }
-            let check_may_fire = first_poll || check.is_elapsed();
+            let check_may_fire = first_poll || !check_armed || check.is_elapsed();
             first_poll = false;
-            if check_may_fire && check.as_mut().poll(cx).is_ready() {
+            if check_may_fire && poll_check(check.as_mut(), cx, &mut check_armed).is_ready() {
                 let now = Instant::now();
                 check.as_mut().reset(now + check_every);
                 // Registers this task for the new deadline.
-                let _ = check.as_mut().poll(cx);
-                // Until an HTTP/2 request, a connection waits for a head.
+                let _ = poll_check(check.as_mut(), cx, &mut check_armed);
+                // A connection that did not open with HTTP/2 waits for a head.
                 let http2 = activity.http2.load(Ordering::Relaxed);
                 let allowed = if http2 { limits.idle_timeout } else { shortest };
                 match closing {
@@ -210,5 +323,34 @@ pub async fn serve<S, F, O>(
     .await;
     if let Some(Err(e)) = ended {
         tracing::debug!(error = %e, "connection ended");
+    }
+}
+
+/// Polls the idle check, noting in `armed` whether the task's waker is now
+/// registered with its timer (a poll refused by the task's co-operative
+/// budget returns `Pending` and registers none).
+fn poll_check(check: Pin<&mut tokio::time::Sleep>, cx: &mut Context<'_>, armed: &mut bool) -> Poll<()> {
+    let budget = tokio::task::coop::has_budget_remaining();
+    let polled = check.poll(cx);
+    *armed = polled.is_pending() && budget;
+    polled
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_bytes_tell_http2_from_http1() {
+        assert_eq!(preface(0, H2_PREFACE), Preface::Http2);
+        assert_eq!(preface(0, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\x12\x04"), Preface::Http2);
+        assert_eq!(preface(0, b"POST /demo/s HTTP/1.1\r\n"), Preface::Not);
+        assert_eq!(preface(0, b"PRI /x HTTP/1.1"), Preface::Not);
+        assert_eq!(preface(0, b""), Preface::Partly(0));
+        // A preface split over reads.
+        assert_eq!(preface(0, b"PRI * HT"), Preface::Partly(8));
+        assert_eq!(preface(8, b"TP/2.0\r\n\r\nSM\r\n"), Preface::Partly(22));
+        assert_eq!(preface(22, b"\r\n"), Preface::Http2);
+        assert_eq!(preface(8, b"TP/1.1"), Preface::Not);
     }
 }

@@ -210,9 +210,11 @@ impl FrontDoor for PlainFrontDoor {
                 Err(refused) => {
                     // Answered at once; the body is read and dropped behind
                     // the answer, so its client reads the 503, not a reset.
+                    let busy = crate::connection::hold_busy();
                     tokio::spawn(async move {
                         let mut body = body;
                         drain_refused_body(&mut body).await;
+                        drop(busy);
                     });
                     return Err(ApiError::Backend(refused));
                 }
