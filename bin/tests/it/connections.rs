@@ -138,4 +138,6 @@ async fn a_refused_body_is_drained_past_the_head_timeout_and_its_client_reads_th
     let (status, _, body) = tokio::time::timeout(CLOSED_WITHIN, read_raw_response(&mut tcp)).await.expect("an answer");
     assert_eq!(status.as_u16(), 400, "{}", String::from_utf8_lossy(&body));
     assert_eq!(node.tail("/demo/s").await, offset(0), "nothing was appended");
+    // Drained, the connection waits for a head again, and is cut for none.
+    closed_by_server(&mut tcp).await;
 }

@@ -267,24 +267,25 @@ pub async fn serve<S, F, O>(
     let mut drain_signal = std::pin::pin!(async move { draining.wait_for(|d| *d).await.is_ok() });
     let mut drain_pending = true;
     let mut check = std::pin::pin!(tokio::time::sleep(check_every));
-    // Whether the check's last poll left this task's waker with its timer:
-    // a poll the task's co-operative budget refused leaves none.
+    // Whether the last poll of each left this task's waker with it: a poll
+    // the task's co-operative budget refused leaves none, so the next pass
+    // polls it again.
+    let mut drain_armed = false;
     let mut check_armed = false;
-    let mut first_poll = true;
     let mut closing: Option<Instant> = None;
-    let ended = std::future::poll_fn(|cx| {
+    // The connection's HTTP/1.1 handlers run inside this task and may hold
+    // it busy (`hold_busy`).
+    let serving = std::future::poll_fn(|cx| {
         loop {
-            // The connection first: it is what wakes this task nearly every
-            // time. Its HTTP/1.1 handlers may hold it busy (`hold_busy`).
-            let polled = CONNECTION.sync_scope(activity.clone(), || connection.as_mut().poll(cx));
-            if let Poll::Ready(ended) = polled {
+            // The connection first: it is what wakes this task nearly every time.
+            if let Poll::Ready(ended) = connection.as_mut().poll(cx) {
                 return Poll::Ready(Some(ended));
             }
             // The server stops: finish what is in flight, then close.
-            let drain_may_fire = first_poll || !matches!(drain_seen.has_changed(), Ok(false));
+            let drain_may_fire = !drain_armed || !matches!(drain_seen.has_changed(), Ok(false));
             if drain_pending
                 && drain_may_fire
-                && let Poll::Ready(stop) = drain_signal.as_mut().poll(cx)
+                && let Poll::Ready(stop) = poll_armed(drain_signal.as_mut(), cx, &mut drain_armed)
             {
                 drain_pending = false;
                 if stop && closing.is_none() {
@@ -293,13 +294,11 @@ pub async fn serve<S, F, O>(
                     continue;
                 }
             }
-            let check_may_fire = first_poll || !check_armed || check.is_elapsed();
-            first_poll = false;
-            if check_may_fire && poll_check(check.as_mut(), cx, &mut check_armed).is_ready() {
+            let check_may_fire = !check_armed || check.is_elapsed();
+            if check_may_fire && poll_armed(check.as_mut(), cx, &mut check_armed).is_ready() {
                 let now = Instant::now();
+                // Unarmed: the next pass polls it for the new deadline.
                 check.as_mut().reset(now + check_every);
-                // Registers this task for the new deadline.
-                let _ = poll_check(check.as_mut(), cx, &mut check_armed);
                 // A connection that did not open with HTTP/2 waits for a head.
                 let http2 = activity.http2.load(Ordering::Relaxed);
                 let allowed = if http2 { limits.idle_timeout } else { shortest };
@@ -310,28 +309,28 @@ pub async fn serve<S, F, O>(
                     None if activity.idle_for(now) >= allowed => {
                         connection.as_mut().graceful_shutdown();
                         closing = Some(now);
-                        continue;
                     }
                     // A client that holds a closing connection open loses it.
                     Some(since) if now.saturating_duration_since(since) >= CLOSE_GRACE => return Poll::Ready(None),
                     _ => {}
                 }
+                continue;
             }
             return Poll::Pending;
         }
-    })
-    .await;
+    });
+    let ended = CONNECTION.scope(activity.clone(), serving).await;
     if let Some(Err(e)) = ended {
         tracing::debug!(error = %e, "connection ended");
     }
 }
 
-/// Polls the idle check, noting in `armed` whether the task's waker is now
-/// registered with its timer (a poll refused by the task's co-operative
-/// budget returns `Pending` and registers none).
-fn poll_check(check: Pin<&mut tokio::time::Sleep>, cx: &mut Context<'_>, armed: &mut bool) -> Poll<()> {
+/// Polls `future`, noting in `armed` whether the task's waker is now
+/// registered with it (a poll refused by the task's co-operative budget
+/// returns `Pending` and registers none).
+fn poll_armed<F: Future>(future: Pin<&mut F>, cx: &mut Context<'_>, armed: &mut bool) -> Poll<F::Output> {
     let budget = tokio::task::coop::has_budget_remaining();
-    let polled = check.poll(cx);
+    let polled = future.poll(cx);
     *armed = polled.is_pending() && budget;
     polled
 }
