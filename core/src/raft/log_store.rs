@@ -287,6 +287,10 @@ impl GroupLog {
                 .collect();
             (start..cache_start.min(end), cached)
         };
+        if from_disk.is_empty() {
+            self.reads.cache_hits.fetch_add(cached.len() as u64, Ordering::Relaxed);
+            return Ok(cached.into_iter().map(|(e, _)| e).collect());
+        }
         let mut out = Vec::new();
         let mut budget = Budget::new(max_bytes);
         for index in from_disk {

@@ -239,6 +239,12 @@ impl Writer {
         segment_path(&self.shared.dir, self.active)
     }
 
+    /// An I/O error of the active segment. The path is formatted only when
+    /// there is an error: every flush and sync ends in one of these.
+    fn io_error(&self) -> impl FnOnce(std::io::Error) -> WalError + '_ {
+        move |source| WalError::Io { path: self.path(), source }
+    }
+
     fn broken_error(&self) -> Option<WalError> {
         self.broken.as_ref().map(|(path, reason)| WalError::Broken { path: path.clone(), reason: reason.clone() })
     }
@@ -509,7 +515,7 @@ impl Writer {
         if self.buf.is_empty() && self.pending.is_empty() {
             return Ok(());
         }
-        self.file.write_all(&self.buf).map_err(WalError::io(self.path()))?;
+        self.file.write_all(&self.buf).map_err(self.io_error())?;
         let n = self.buf.len() as u64;
         self.len += n;
         self.dirty |= n > 0;
@@ -537,7 +543,7 @@ impl Writer {
             self.dir_dirty = false;
         }
         if self.dirty {
-            self.file.sync_data().map_err(WalError::io(self.path()))?;
+            self.file.sync_data().map_err(self.io_error())?;
             self.dirty = false;
         }
         self.shared.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
