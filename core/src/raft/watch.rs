@@ -2,16 +2,24 @@
 //! its receivers on one of eight notifiers picked at random, so which task
 //! wakes first after a send changes from run to run; openraft signals its
 //! replication and heartbeat tasks through watches, and a simulation whose
-//! seed must reproduce its run cannot have that. This one parks every
-//! receiver on one `Notify`, woken in the order they waited.
+//! seed must reproduce its run cannot have that. Here each receiver that
+//! ever waited has a waker slot, and a send wakes the slots in the order
+//! their receivers first waited.
+//!
+//! openraft's tasks wait on several watches at once and make a new
+//! `changed()` for each of them every time round their loops, so waiting
+//! must be cheap: a wait checks the version, registers its waker in its own
+//! slot (no lock) and checks again; a wait given up leaves no waker behind.
 
+use std::future::poll_fn;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+use std::task::{Poll, Waker};
 
+use futures_util::task::AtomicWaker;
 use openraft::OptionalSend;
 use openraft::OptionalSync;
 use openraft::async_runtime::watch::{RecvError, SendError, Watch, WatchReceiver, WatchSender};
-use tokio::sync::Notify;
 
 pub struct OrderedWatch;
 
@@ -21,7 +29,9 @@ struct Shared<T> {
     version: AtomicU64,
     senders: AtomicUsize,
     receivers: AtomicUsize,
-    changed: Notify,
+    /// The waker slots of the receivers that waited, in the order they
+    /// first did.
+    slots: Mutex<Vec<Arc<AtomicWaker>>>,
 }
 
 impl<T> Shared<T> {
@@ -32,6 +42,18 @@ impl<T> Shared<T> {
     fn version(&self) -> u64 {
         self.version.load(Ordering::Acquire)
     }
+
+    fn slots(&self) -> std::sync::MutexGuard<'_, Vec<Arc<AtomicWaker>>> {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wakes every waiting receiver, in slot order, outside the lock.
+    fn wake_all(&self) {
+        let wakers: Vec<Waker> = self.slots().iter().filter_map(|slot| slot.take()).collect();
+        for waker in wakers {
+            waker.wake();
+        }
+    }
 }
 
 pub struct Sender<T>(Arc<Shared<T>>);
@@ -40,6 +62,40 @@ pub struct Receiver<T> {
     shared: Arc<Shared<T>>,
     /// The version this receiver last saw.
     seen: u64,
+    /// Its waker slot, made when it first waits: most receivers (a
+    /// `metrics()` read) never do.
+    slot: Option<Arc<AtomicWaker>>,
+}
+
+impl<T> Receiver<T> {
+    fn new(shared: Arc<Shared<T>>, seen: u64) -> Receiver<T> {
+        shared.receivers.fetch_add(1, Ordering::AcqRel);
+        Receiver { shared, seen, slot: None }
+    }
+
+    /// What a wait would return now: a change not seen yet, or the channel closed.
+    fn ready(&mut self) -> Option<Result<(), RecvError>> {
+        let version = self.shared.version();
+        if version != self.seen {
+            self.seen = version;
+            return Some(Ok(()));
+        }
+        if self.shared.senders.load(Ordering::Acquire) == 0 {
+            return Some(Err(RecvError(())));
+        }
+        None
+    }
+
+    fn slot(&mut self) -> Arc<AtomicWaker> {
+        let shared = &self.shared;
+        self.slot
+            .get_or_insert_with(|| {
+                let slot = Arc::new(AtomicWaker::new());
+                shared.slots().push(slot.clone());
+                slot
+            })
+            .clone()
+    }
 }
 
 impl Watch for OrderedWatch {
@@ -52,10 +108,10 @@ impl Watch for OrderedWatch {
             value: RwLock::new(init),
             version: AtomicU64::new(0),
             senders: AtomicUsize::new(1),
-            receivers: AtomicUsize::new(1),
-            changed: Notify::new(),
+            receivers: AtomicUsize::new(0),
+            slots: Mutex::new(Vec::new()),
         });
-        (Sender(shared.clone()), Receiver { shared, seen: 0 })
+        (Sender(shared.clone()), Receiver::new(shared, 0))
     }
 }
 
@@ -70,21 +126,23 @@ impl<T> Drop for Sender<T> {
     /// The last sender gone closes the channel: waiting receivers wake to see it.
     fn drop(&mut self) {
         if self.0.senders.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.changed.notify_waiters();
+            self.0.wake_all();
         }
     }
 }
 
 impl<T> Clone for Receiver<T> {
     fn clone(&self) -> Self {
-        self.shared.receivers.fetch_add(1, Ordering::AcqRel);
-        Receiver { shared: self.shared.clone(), seen: self.seen }
+        Receiver::new(self.shared.clone(), self.seen)
     }
 }
 
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
         self.shared.receivers.fetch_sub(1, Ordering::AcqRel);
+        if let Some(slot) = self.slot.take() {
+            self.shared.slots().retain(|s| !Arc::ptr_eq(s, &slot));
+        }
     }
 }
 
@@ -113,7 +171,7 @@ impl<T: OptionalSend + OptionalSync> WatchSender<OrderedWatch, T> for Sender<T> 
             modified
         };
         if modified {
-            self.0.changed.notify_waiters();
+            self.0.wake_all();
         }
         modified
     }
@@ -123,28 +181,39 @@ impl<T: OptionalSend + OptionalSync> WatchSender<OrderedWatch, T> for Sender<T> 
     }
 
     fn subscribe(&self) -> Receiver<T> {
-        self.0.receivers.fetch_add(1, Ordering::AcqRel);
-        Receiver { shared: self.0.clone(), seen: self.0.version() }
+        Receiver::new(self.0.clone(), self.0.version())
+    }
+}
+
+/// Takes a waiting receiver's waker out of its slot when the wait ends,
+/// however it ends: a wait dropped unfinished leaves nothing for a later
+/// send to wake.
+struct Unregister(Arc<AtomicWaker>);
+
+impl Drop for Unregister {
+    fn drop(&mut self) {
+        drop(self.0.take());
     }
 }
 
 impl<T: OptionalSend + OptionalSync> WatchReceiver<OrderedWatch, T> for Receiver<T> {
     async fn changed(&mut self) -> Result<(), RecvError> {
-        loop {
-            // Registered before the version is read: a send in between still wakes it.
-            let notified = self.shared.changed.notified();
-            let mut notified = std::pin::pin!(notified);
-            notified.as_mut().enable();
-            let version = self.shared.version();
-            if version != self.seen {
-                self.seen = version;
-                return Ok(());
-            }
-            if self.shared.senders.load(Ordering::Acquire) == 0 {
-                return Err(RecvError(()));
-            }
-            notified.await;
+        if let Some(ready) = self.ready() {
+            return ready;
         }
+        let slot = Unregister(self.slot());
+        poll_fn(|cx| {
+            if let Some(ready) = self.ready() {
+                return Poll::Ready(ready);
+            }
+            // Registered before the second look: a send in between wakes it.
+            slot.0.register(cx.waker());
+            match self.ready() {
+                Some(ready) => Poll::Ready(ready),
+                None => Poll::Pending,
+            }
+        })
+        .await
     }
 
     fn borrow_watched(&self) -> RwLockReadGuard<'_, T> {
@@ -156,5 +225,90 @@ impl<T: OptionalSend + OptionalSync> WatchReceiver<OrderedWatch, T> for Receiver
         // Read under the value's lock: a send cannot slip between the two.
         self.seen = self.shared.version();
         value
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::sync::Mutex;
+    use std::task::{Context, Wake};
+
+    use super::*;
+
+    /// A waker that notes its name in a shared list when woken.
+    struct Named(&'static str, Arc<Mutex<Vec<&'static str>>>);
+
+    impl Wake for Named {
+        fn wake(self: Arc<Self>) {
+            self.1.lock().unwrap().push(self.0);
+        }
+    }
+
+    fn waker(name: &'static str, woken: &Arc<Mutex<Vec<&'static str>>>) -> Waker {
+        Waker::from(Arc::new(Named(name, woken.clone())))
+    }
+
+    #[test]
+    fn a_send_wakes_the_waiting_receivers_in_the_order_they_first_waited() {
+        let (tx, mut first) = OrderedWatch::channel(0u32);
+        let mut second = tx.subscribe();
+        let woken = Arc::new(Mutex::new(Vec::new()));
+        let mut b = std::pin::pin!(second.changed());
+        assert!(b.as_mut().poll(&mut Context::from_waker(&waker("second", &woken))).is_pending());
+        let mut a = std::pin::pin!(first.changed());
+        assert!(a.as_mut().poll(&mut Context::from_waker(&waker("first", &woken))).is_pending());
+        tx.send(1).unwrap();
+        assert_eq!(*woken.lock().unwrap(), ["second", "first"]);
+        assert!(a.as_mut().poll(&mut Context::from_waker(&waker("first", &woken))).is_ready());
+        assert!(b.as_mut().poll(&mut Context::from_waker(&waker("second", &woken))).is_ready());
+    }
+
+    #[test]
+    fn a_wait_given_up_leaves_no_waker_for_the_next_send() {
+        let (tx, mut rx) = OrderedWatch::channel(0u32);
+        let woken = Arc::new(Mutex::new(Vec::new()));
+        {
+            let mut wait = std::pin::pin!(rx.changed());
+            assert!(wait.as_mut().poll(&mut Context::from_waker(&waker("dropped", &woken))).is_pending());
+        }
+        tx.send(1).unwrap();
+        assert!(woken.lock().unwrap().is_empty());
+        // The change is still there for the next wait, which returns at once.
+        let mut again = std::pin::pin!(rx.changed());
+        assert!(again.as_mut().poll(&mut Context::from_waker(&waker("again", &woken))).is_ready());
+    }
+
+    #[test]
+    fn an_unmodified_send_wakes_nobody_and_the_last_sender_gone_ends_every_wait() {
+        let (tx, mut rx) = OrderedWatch::channel(0u32);
+        let woken = Arc::new(Mutex::new(Vec::new()));
+        let mut wait = std::pin::pin!(rx.changed());
+        assert!(wait.as_mut().poll(&mut Context::from_waker(&waker("rx", &woken))).is_pending());
+        assert!(!tx.send_if_modified(|_| false));
+        assert!(woken.lock().unwrap().is_empty());
+        let other = tx.clone();
+        drop(tx);
+        assert!(woken.lock().unwrap().is_empty(), "a sender is left");
+        drop(other);
+        assert_eq!(*woken.lock().unwrap(), ["rx"]);
+        match wait.as_mut().poll(&mut Context::from_waker(&waker("rx", &woken))) {
+            Poll::Ready(r) => assert!(r.is_err()),
+            Poll::Pending => panic!("a closed channel ends the wait"),
+        }
+    }
+
+    #[test]
+    fn a_send_without_receivers_is_refused_and_a_dropped_receiver_gives_up_its_slot() {
+        let (tx, mut rx) = OrderedWatch::channel(0u32);
+        {
+            let woken = Arc::new(Mutex::new(Vec::new()));
+            let mut wait = std::pin::pin!(rx.changed());
+            assert!(wait.as_mut().poll(&mut Context::from_waker(&waker("rx", &woken))).is_pending());
+        }
+        assert_eq!(tx.0.slots().len(), 1);
+        drop(rx);
+        assert_eq!(tx.0.slots().len(), 0);
+        assert!(tx.send(1).is_err());
     }
 }
