@@ -203,46 +203,11 @@ run_voters() {
 # lead_from_node1 CLUSTER_DIR: every group's leadership handed to node 1
 # through the other voters' admin planes (LEADERS=one: issue 20 asks how
 # leaderships spread over three processes on two cores move the figures).
-lead_from_node1() {
-  python3 - "$1" <<'PY'
-import json, re, sys, time, urllib.request
-d = sys.argv[1]
-admin = {}
-for i in (1, 2, 3):
-    admin[i] = re.search(r'admin_listen = "([^"]+)"', open(f"{d}/n{i}.toml").read()).group(1)
-def metrics(i):
-    return json.load(urllib.request.urlopen(f"http://{admin[i]}/__ursula/metrics"))
-for _ in range(50):
-    moved = 0
-    for i in (2, 3):
-        m = metrics(i)
-        for g in m["raft_groups"]:
-            if g["current_leader"] == i:
-                req = urllib.request.Request(f"http://{admin[i]}/__ursula/raft/{g['raft_group_id']}/leader/transfer/1",
-                                             method="POST", headers={"x-ursula-process-incarnation": m["process_incarnation"]})
-                try:
-                    urllib.request.urlopen(req).read()
-                except Exception:
-                    pass
-                moved += 1
-    if moved == 0:
-        break
-    time.sleep(0.5)
-PY
-}
+lead_from_node1() { python3 "$root/loadtest/leaders.py" to-node1 "$1"; }
 
 # leaders_of CLUSTER_DIR: how many groups each voter leads, as node 1 sees
 # them (printed after a run: the leaderships the figures were measured with).
-leaders_of() {
-  python3 - "$1" <<'PY'
-import collections, json, re, sys, urllib.request
-d = sys.argv[1]
-a = re.search(r'admin_listen = "([^"]+)"', open(f"{d}/n1.toml").read()).group(1)
-m = json.load(urllib.request.urlopen(f"http://{a}/__ursula/metrics"))
-c = collections.Counter(g["current_leader"] for g in m["raft_groups"])
-print("leaders by node:", dict(sorted(c.items())))
-PY
-}
+leaders_of() { python3 "$root/loadtest/leaders.py" count "$1"; }
 
 # run_gwnode NAME SCENARIO...: one durable node (fsync=never) reached
 # directly and through a gateway in front of it, nothing else running
