@@ -8,8 +8,10 @@
 //!
 //! openraft's tasks wait on several watches at once and make a new
 //! `changed()` for each of them every time round their loops, so waiting
-//! must be cheap: a wait checks the version, registers its waker in its own
-//! slot (no lock) and checks again; a wait given up leaves no waker behind.
+//! must be cheap: a wait checks the version, registers its waker in its
+//! receiver's slot (no lock; only a receiver's first wait adds its slot to
+//! the list, under its lock) and checks again; a wait given up leaves no
+//! waker behind.
 
 use std::future::poll_fn;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -236,8 +238,11 @@ mod tests {
 
     use super::*;
 
+    /// The names of the wakers woken, in order.
+    type Woken = Arc<Mutex<Vec<&'static str>>>;
+
     /// A waker that notes its name in a shared list when woken.
-    struct Named(&'static str, Arc<Mutex<Vec<&'static str>>>);
+    struct Named(&'static str, Woken);
 
     impl Wake for Named {
         fn wake(self: Arc<Self>) {
@@ -245,46 +250,47 @@ mod tests {
         }
     }
 
-    fn waker(name: &'static str, woken: &Arc<Mutex<Vec<&'static str>>>) -> Waker {
-        Waker::from(Arc::new(Named(name, woken.clone())))
+    /// Polls `wait` once with a waker that notes `name` in `woken`.
+    fn poll<F: Future>(wait: std::pin::Pin<&mut F>, name: &'static str, woken: &Woken) -> Poll<F::Output> {
+        wait.poll(&mut Context::from_waker(&Waker::from(Arc::new(Named(name, woken.clone())))))
     }
 
     #[test]
     fn a_send_wakes_the_waiting_receivers_in_the_order_they_first_waited() {
         let (tx, mut first) = OrderedWatch::channel(0u32);
         let mut second = tx.subscribe();
-        let woken = Arc::new(Mutex::new(Vec::new()));
+        let woken = Woken::default();
         let mut b = std::pin::pin!(second.changed());
-        assert!(b.as_mut().poll(&mut Context::from_waker(&waker("second", &woken))).is_pending());
+        assert!(poll(b.as_mut(), "second", &woken).is_pending());
         let mut a = std::pin::pin!(first.changed());
-        assert!(a.as_mut().poll(&mut Context::from_waker(&waker("first", &woken))).is_pending());
+        assert!(poll(a.as_mut(), "first", &woken).is_pending());
         tx.send(1).unwrap();
         assert_eq!(*woken.lock().unwrap(), ["second", "first"]);
-        assert!(a.as_mut().poll(&mut Context::from_waker(&waker("first", &woken))).is_ready());
-        assert!(b.as_mut().poll(&mut Context::from_waker(&waker("second", &woken))).is_ready());
+        assert!(poll(a.as_mut(), "first", &woken).is_ready());
+        assert!(poll(b.as_mut(), "second", &woken).is_ready());
     }
 
     #[test]
     fn a_wait_given_up_leaves_no_waker_for_the_next_send() {
         let (tx, mut rx) = OrderedWatch::channel(0u32);
-        let woken = Arc::new(Mutex::new(Vec::new()));
+        let woken = Woken::default();
         {
             let mut wait = std::pin::pin!(rx.changed());
-            assert!(wait.as_mut().poll(&mut Context::from_waker(&waker("dropped", &woken))).is_pending());
+            assert!(poll(wait.as_mut(), "dropped", &woken).is_pending());
         }
         tx.send(1).unwrap();
         assert!(woken.lock().unwrap().is_empty());
         // The change is still there for the next wait, which returns at once.
         let mut again = std::pin::pin!(rx.changed());
-        assert!(again.as_mut().poll(&mut Context::from_waker(&waker("again", &woken))).is_ready());
+        assert!(poll(again.as_mut(), "again", &woken).is_ready());
     }
 
     #[test]
     fn an_unmodified_send_wakes_nobody_and_the_last_sender_gone_ends_every_wait() {
         let (tx, mut rx) = OrderedWatch::channel(0u32);
-        let woken = Arc::new(Mutex::new(Vec::new()));
+        let woken = Woken::default();
         let mut wait = std::pin::pin!(rx.changed());
-        assert!(wait.as_mut().poll(&mut Context::from_waker(&waker("rx", &woken))).is_pending());
+        assert!(poll(wait.as_mut(), "rx", &woken).is_pending());
         assert!(!tx.send_if_modified(|_| false));
         assert!(woken.lock().unwrap().is_empty());
         let other = tx.clone();
@@ -292,7 +298,7 @@ mod tests {
         assert!(woken.lock().unwrap().is_empty(), "a sender is left");
         drop(other);
         assert_eq!(*woken.lock().unwrap(), ["rx"]);
-        match wait.as_mut().poll(&mut Context::from_waker(&waker("rx", &woken))) {
+        match poll(wait.as_mut(), "rx", &woken) {
             Poll::Ready(r) => assert!(r.is_err()),
             Poll::Pending => panic!("a closed channel ends the wait"),
         }
@@ -302,9 +308,9 @@ mod tests {
     fn a_send_without_receivers_is_refused_and_a_dropped_receiver_gives_up_its_slot() {
         let (tx, mut rx) = OrderedWatch::channel(0u32);
         {
-            let woken = Arc::new(Mutex::new(Vec::new()));
+            let woken = Woken::default();
             let mut wait = std::pin::pin!(rx.changed());
-            assert!(wait.as_mut().poll(&mut Context::from_waker(&waker("rx", &woken))).is_pending());
+            assert!(poll(wait.as_mut(), "rx", &woken).is_pending());
         }
         assert_eq!(tx.0.slots().len(), 1);
         drop(rx);

@@ -210,12 +210,7 @@ impl FrontDoor for PlainFrontDoor {
                 Err(refused) => {
                     // Answered at once; the body is read and dropped behind
                     // the answer, so its client reads the 503, not a reset.
-                    let busy = crate::connection::hold_busy();
-                    tokio::spawn(async move {
-                        let mut body = body;
-                        drain_refused_body(&mut body).await;
-                        drop(busy);
-                    });
+                    drain_behind_answer(body);
                     return Err(ApiError::Backend(refused));
                 }
             };
@@ -295,6 +290,21 @@ async fn read_body_bytes(
 /// How long a refused body may take to drain, and how long it may pause.
 const DRAIN_TOTAL: Duration = Duration::from_secs(30);
 const DRAIN_IDLE: Duration = Duration::from_secs(5);
+
+/// Reads and drops a request's body in the background after its answer,
+/// holding its HTTP/1.1 connection busy meanwhile: the connection waits for
+/// the rest of this body, not for a head, and must not be cut for one.
+pub fn drain_behind_answer<T>(body: T)
+where
+    T: http_body::Body<Data = Bytes> + Send + 'static,
+{
+    let busy = crate::connection::hold_busy();
+    tokio::spawn(async move {
+        let mut body = std::pin::pin!(body);
+        drain_refused_body(&mut body).await;
+        drop(busy);
+    });
+}
 
 /// Reads and drops the rest of a refused request body (at most 30 s, and
 /// never 5 s without data), so a client still sending it reads the refusal

@@ -297,13 +297,7 @@ where
     if continues || http_body::Body::is_end_stream(&body) {
         return;
     }
-    // The connection waits for the rest of this body, not for a head.
-    let busy = crate::connection::hold_busy();
-    tokio::spawn(async move {
-        let mut body = std::pin::pin!(body);
-        crate::front::drain_refused_body(&mut body).await;
-        drop(busy);
-    });
+    crate::front::drain_behind_answer(body);
 }
 
 /// Redirects a write this node does not lead, before its body is read.
