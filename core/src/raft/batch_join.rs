@@ -143,7 +143,7 @@ mod tests {
         indexes: &[u64],
         commit: u64,
     ) -> (Queued, oneshot::Receiver<Reply>) {
-        let preamble = Some(pb::Preamble { cluster_id: "c".into(), node_id: 1, group });
+        let preamble = Some(pb::Preamble { cluster_id: "c".into(), node_id: 1, group, format_epoch: 5 });
         let entries = indexes.iter().map(|i| bytes::Bytes::from(vec![*i as u8; 8])).collect();
         let prev_log_id = prev.map(|i| id(term, i));
         let request = pb::AppendEntriesRequest {

@@ -105,6 +105,9 @@ impl RaftService for FakePeer {
     ) -> Result<Response<pb::TransferLeaderReply>, Status> {
         absent()
     }
+    async fn format_probe(&self, _: Request<pb::FormatProbeRequest>) -> Result<Response<pb::FormatProbeReply>, Status> {
+        absent()
+    }
     async fn leadership_shed(
         &self,
         _: Request<pb::LeadershipShedRequest>,
@@ -137,7 +140,7 @@ async fn start(serves_stream: bool, stall_first: bool) -> (Batcher, Arc<Seen>, A
 
 fn request(group: u32) -> pb::AppendEntriesRequest {
     pb::AppendEntriesRequest {
-        preamble: Some(pb::Preamble { cluster_id: "test".into(), node_id: 1, group }),
+        preamble: Some(pb::Preamble { cluster_id: "test".into(), node_id: 1, group, format_epoch: 5 }),
         ..Default::default()
     }
 }

@@ -236,6 +236,26 @@ pub(crate) async fn open_group(
 
 /// Opens the WAL and recovers every group; on a lone voter, waits until
 /// each group not held at its recovery gate has elected this node.
+/// The format-epoch probe (spec/35 "Upgrading"), after the WAL's cluster
+/// check and before any other peer contact: a configured peer of another
+/// Raft protocol refuses the start; one of another cluster is reported and
+/// listed, and the node starts anyway.
+async fn probe_peers(
+    raft: &RaftConfig,
+    peers: &Peers,
+    refusals: &PeerRefusals,
+    cluster_id: &str,
+) -> anyhow::Result<()> {
+    let others: Vec<_> =
+        raft.peers.iter().filter(|p| p.node_id != raft.node_id).map(|p| (p.node_id, p.url.clone())).collect();
+    for (node, url, theirs) in super::format_check::probe_peers(&others, peers.preamble(0)).await? {
+        if theirs != cluster_id {
+            refusals.record(super::refusals::Direction::Probed, node, &theirs, &url, true);
+        }
+    }
+    Ok(())
+}
+
 pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>) -> anyhow::Result<RaftNode> {
     let (dir, temporary) = wal_dir(raft)?;
     // spec/35: a directory of another format epoch is refused before anything is written.
@@ -273,6 +293,9 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
     let urls = raft.peers.iter().map(|p| (p.node_id, p.url.clone())).collect();
     let transport = super::transport_budget::TransportBudget::new(raft.append_transport_budget);
     let peers = Peers::new(cluster_id.clone(), raft.node_id, urls, refusals.clone(), transport.clone());
+    if clustered {
+        probe_peers(raft, &peers, &refusals, &cluster_id).await?;
+    }
     let mut groups = Vec::with_capacity(config.group_count as usize);
     // Gated groups a lone voter found empty: they hold nothing to lose.
     let mut empty_gated = Vec::new();

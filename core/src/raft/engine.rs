@@ -449,7 +449,9 @@ impl GroupEngine for RaftEngine {
     }
 
     fn unready_reason(&self) -> Option<&'static str> {
-        if self.guard.under_pressure() {
+        if self.refusals.format.seen() {
+            Some("format_epoch_mismatch")
+        } else if self.guard.under_pressure() {
             Some("wal_disk_pressure")
         } else if !self.recovery_gates.stalled_groups().is_empty() {
             Some("recovery_stalled")

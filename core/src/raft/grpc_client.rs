@@ -194,7 +194,10 @@ impl Peers {
         let reply = tokio::time::timeout(wait, send(self.client(url)?))
             .await
             .map_err(|_| PeerError::Timeout { url: url.clone(), after: wait })?
-            .map_err(|status| PeerError::Status { url: url.clone(), status })?;
+            .map_err(|status| {
+                self.refusals.format.check_status(url, &status);
+                PeerError::Status { url: url.clone(), status }
+            })?;
         Ok((url, reply.into_inner()))
     }
 
@@ -205,12 +208,7 @@ impl Peers {
         let (url, reply) = self.ask(node, PROBE_WAIT, |mut c| async move { c.probe_group(request).await }).await?;
         match reply.result {
             Some(R::Holding(h)) => Ok(h),
-            Some(R::Refusal(r)) => {
-                if r.kind() == Kind::ClusterMismatch {
-                    self.refusals.record(Direction::RefusedBy, r.node_id, &r.cluster_id, url, true);
-                }
-                Err(PeerError::refused(url, &r))
-            }
+            Some(R::Refusal(r)) => Err(self.refused_by(url, &r)),
             None => Err(PeerError::Empty { url: url.to_owned() }),
         }
     }
@@ -224,7 +222,7 @@ impl Peers {
         match reply.result {
             Some(R::Index(index)) => Ok(index),
             Some(R::NotLeader(_)) => Err(PeerError::NotLeader { url: url.to_owned(), group }),
-            Some(R::Refusal(r)) => Err(PeerError::refused(url, &r)),
+            Some(R::Refusal(r)) => Err(self.refused_by(url, &r)),
             None => Err(PeerError::Empty { url: url.to_owned() }),
         }
     }
@@ -276,7 +274,7 @@ impl Peers {
             self.ask(leader, FORWARD_WAIT, |mut c| async move { c.forward_command(request).await }).await?;
         match reply.result {
             Some(R::NotLeader(_)) => Err(PeerError::NotLeader { url: url.to_owned(), group }),
-            Some(R::Refusal(r)) => Err(PeerError::refused(url, &r)),
+            Some(R::Refusal(r)) => Err(self.refused_by(url, &r)),
             None => Err(PeerError::Empty { url: url.to_owned() }),
             Some(value) => Ok((url.to_owned(), value)),
         }
@@ -295,13 +293,27 @@ impl Peers {
         let (url, reply) = self.ask(node, wait, |mut c| async move { c.leadership_shed(request).await }).await?;
         match reply.result {
             Some(R::State(state)) => Ok(state),
-            Some(R::Refusal(r)) => Err(PeerError::refused(url, &r)),
+            Some(R::Refusal(r)) => Err(self.refused_by(url, &r)),
             None => Err(PeerError::Empty { url: url.to_owned() }),
         }
     }
 
+    /// A peer's refusal: one naming another cluster is counted and logged
+    /// once, one of another Raft protocol leaves this node unready.
+    fn refused_by(&self, url: &str, r: &pb::Refusal) -> PeerError {
+        match r.kind() {
+            Kind::ClusterMismatch => self.refusals.record(Direction::RefusedBy, r.node_id, &r.cluster_id, url, true),
+            Kind::FormatEpochMismatch => self.refusals.format.record(Direction::RefusedBy, url, &r.detail),
+            _ => {}
+        }
+        PeerError::refused(url, r)
+    }
+
     /// Logs a peer's change between reachable and unreachable, once.
     fn observe<T>(&self, url: &str, outcome: &Result<T, PeerError>) {
+        if let Err(PeerError::Status { status, .. }) = outcome {
+            self.refusals.format.check_status(url, status);
+        }
         let lost = match outcome {
             Ok(_) => false,
             Err(
@@ -330,8 +342,13 @@ impl Peers {
         }
     }
 
-    fn preamble(&self, group: u32) -> pb::Preamble {
-        pb::Preamble { cluster_id: self.cluster_id.clone(), node_id: self.node_id, group }
+    pub(super) fn preamble(&self, group: u32) -> pb::Preamble {
+        pb::Preamble {
+            cluster_id: self.cluster_id.clone(),
+            node_id: self.node_id,
+            group,
+            format_epoch: crate::format_epoch::FORMAT_EPOCH,
+        }
     }
 }
 
@@ -379,13 +396,10 @@ where
     outcome
 }
 
-/// A peer's refusal, counted when it names another cluster; openraft
-/// treats the peer as unreachable and backs off.
+/// A peer's refusal (`Peers::refused_by`); openraft treats the peer as
+/// unreachable and backs off.
 fn refused(peers: &Peers, url: &str, r: pb::Refusal) -> RPCError<TypeConfig> {
-    if r.kind() == Kind::ClusterMismatch {
-        peers.refusals.record(Direction::RefusedBy, r.node_id, &r.cluster_id, url, true);
-    }
-    unreachable(PeerError::refused(url, &r))
+    unreachable(peers.refused_by(url, &r))
 }
 
 /// AppendEntries of one group a peer may hold at once (openraft's pipeline

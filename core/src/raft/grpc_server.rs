@@ -15,6 +15,7 @@ use ursula_proto::raft::v1 as pb;
 use ursula_proto::raft::v1::raft_service_server::{RaftService, RaftServiceServer};
 
 use super::disk_guard::DiskGuard;
+use super::format_check;
 use super::leadership::Shed;
 use super::pb as conv;
 use super::recovery_gate::RecoveryGates;
@@ -216,11 +217,22 @@ impl RaftServer {
         let Some(p) = preamble else {
             return Err(self.refusal(Kind::Malformed, "no preamble".into()));
         };
+        let address = || from.map(|a| a.to_string()).unwrap_or_default();
         if p.cluster_id != self.cluster_id {
-            let address = from.map(|a| a.to_string()).unwrap_or_default();
             let configured = self.configured.contains(&p.node_id);
-            self.refusals.record(Direction::Refused, p.node_id, &p.cluster_id, &address, configured);
-            return Err(self.refusal(Kind::ClusterMismatch, format!("this node is in cluster {:?}", self.cluster_id)));
+            self.refusals.record(Direction::Refused, p.node_id, &p.cluster_id, &address(), configured);
+            // No cluster id: a node before format epoch 4, which reads this
+            // kind as a protocol mismatch (spec/35), or a stray client.
+            return Err(if p.cluster_id.is_empty() {
+                self.refusal(Kind::FormatEpochMismatch, format_check::unidentified_text())
+            } else {
+                self.refusal(Kind::ClusterMismatch, format!("this node is in cluster {:?}", self.cluster_id))
+            });
+        }
+        if !format_check::speaks_ours(p.format_epoch) {
+            let why = format_check::mismatch_text(p.format_epoch);
+            self.refusals.format.record(Direction::Refused, &address(), &why);
+            return Err(self.refusal(Kind::FormatEpochMismatch, why));
         }
         self.refusals.accepted(p.node_id);
         self.groups
@@ -525,6 +537,18 @@ impl RaftService for RaftServer {
             Err(r) => R::Refusal(r),
         };
         Ok(Response::new(pb::LeadershipShedReply { result: Some(result) }))
+    }
+
+    /// Answered whatever the sender: the prober decides (spec/35).
+    async fn format_probe(
+        &self,
+        _request: Request<pb::FormatProbeRequest>,
+    ) -> Result<Response<pb::FormatProbeReply>, Status> {
+        Ok(Response::new(pb::FormatProbeReply {
+            format_epoch: crate::format_epoch::FORMAT_EPOCH,
+            cluster_id: self.cluster_id.clone(),
+            node_id: self.node_id,
+        }))
     }
 
     async fn transfer_leader(

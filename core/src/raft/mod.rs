@@ -15,6 +15,7 @@
 //! - `grpc_client`: Raft to peers over `RaftService` (openraft's network).
 //! - `grpc_server`: `RaftService`, handing each request to its group.
 //! - `refusals`: peers of another cluster, counted and logged once.
+//! - `format_check`: the Raft protocol's format epoch: the startup probe, the unready latch.
 //! - `peer_error`: why a call to a peer produced no answer, typed.
 //! - `pb`: openraft's RPC types to and from the protobuf messages.
 //! - `engine`: `RaftEngine`, the `GroupEngine` over the groups.
@@ -39,6 +40,7 @@ mod codec;
 mod disk_guard;
 mod driver;
 mod engine;
+mod format_check;
 mod grpc_client;
 mod grpc_server;
 mod leadership;

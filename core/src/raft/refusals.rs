@@ -27,6 +27,10 @@ pub struct PeerRefusals {
     /// Configured peers by node id: the cluster id they sent or answered
     /// with, and when.
     recent: Mutex<HashMap<NodeId, (String, Instant)>>,
+    /// Addresses of senders that named no cluster id, logged once each.
+    unidentified_logged: Mutex<HashSet<String>>,
+    /// Peers of another format epoch: `format_epoch_mismatch`.
+    pub format: super::format_check::FormatMismatch,
 }
 
 /// Which way a refusal went.
@@ -36,33 +40,44 @@ pub enum Direction {
     Refused,
     /// The peer refused a request this node sent it.
     RefusedBy,
+    /// The startup probe found it; nothing was refused yet.
+    Probed,
 }
 
 impl PeerRefusals {
     /// Records a refusal; `configured` when the peer's node id is one of
     /// `raft.peers` (only those are listed).
     pub fn record(&self, direction: Direction, peer: NodeId, cluster_id: &str, address: &str, configured: bool) {
-        self.count.fetch_add(1, Ordering::Relaxed);
+        if !matches!(direction, Direction::Probed) {
+            self.count.fetch_add(1, Ordering::Relaxed);
+        }
         if cluster_id.is_empty() {
             self.unidentified.fetch_add(1, Ordering::Relaxed);
+            if lock(&self.unidentified_logged).insert(address.to_string()) {
+                tracing::error!(
+                    peer,
+                    address,
+                    "refusing Raft traffic from a sender that names no cluster id: a node before format epoch 4 \
+                     or not an Ursula node (logged once per address; this node stays ready)"
+                );
+            }
+            return;
         }
         let first = lock(&self.logged).insert((peer, cluster_id.to_string()));
         if first {
             self.any_logged.store(true, Ordering::Relaxed);
-            match direction {
-                Direction::Refused => tracing::error!(
-                    peer,
-                    cluster_id,
-                    address,
-                    "refusing Raft traffic from a node of another cluster (logged once while it lasts)"
-                ),
-                Direction::RefusedBy => tracing::error!(
-                    peer,
-                    cluster_id,
-                    address,
-                    "a peer of another cluster refuses this node's Raft traffic (logged once while it lasts)"
-                ),
-            }
+            let why = match direction {
+                Direction::Refused => "it sent this node a request",
+                Direction::RefusedBy => "it refused this node's request",
+                Direction::Probed => "it answered the startup probe; starting anyway",
+            };
+            tracing::error!(
+                peer,
+                cluster_id,
+                address,
+                why,
+                "refusing Raft traffic with a peer of another cluster (logged once while it lasts)"
+            );
         }
         if configured {
             lock(&self.recent).insert(peer, (cluster_id.to_string(), Instant::now()));
@@ -130,5 +145,25 @@ mod tests {
         r.accepted(4);
         assert!(!r.any_logged.load(Ordering::Relaxed));
         assert!(lock(&r.logged).is_empty());
+    }
+
+    #[test]
+    fn a_sender_without_a_cluster_id_is_logged_by_address_and_not_listed() {
+        let r = PeerRefusals::default();
+        r.record(Direction::Refused, 0, "", "10.0.0.9:5000", true);
+        r.record(Direction::Refused, 7, "", "10.0.0.9:5000", true);
+        assert_eq!(lock(&r.unidentified_logged).len(), 1);
+        assert!(lock(&r.logged).is_empty() && lock(&r.recent).is_empty());
+        assert_eq!(r.total(), 2);
+    }
+
+    #[test]
+    fn a_probe_finding_is_listed_and_logged_but_not_counted() {
+        let r = PeerRefusals::default();
+        r.record(Direction::Probed, 2, "uother", "a", true);
+        assert_eq!(r.total(), 0);
+        assert_eq!(r.mismatches(), json!([{"node_id": 2, "cluster_id": "uother"}]));
+        r.record(Direction::RefusedBy, 2, "uother", "a", true);
+        assert_eq!(lock(&r.logged).len(), 1, "the later refusal is not logged again");
     }
 }
