@@ -94,6 +94,9 @@ mod durability;
 // spec/35 format epoch 5: the WAL directory's and the object store's markers, refusals before any write.
 mod format_epoch;
 
+// spec/35 "Upgrading", spec/38: the Raft protocol's format epoch between voters, at start and later.
+mod raft_protocol;
+
 // spec/35 "Deleted data": the journal frees segments a quiet group's few entries kept.
 mod journal;
 
