@@ -244,11 +244,6 @@ async fn serve<E: GroupEngine>(
     if let Some(cap) = config.memory_abort_cap {
         tokio::spawn(crate::memory_cap::watch(cap));
     }
-    if config.cold_compaction_asked {
-        tracing::warn!(
-            "storage.cold.compaction_enabled is set, but this build has no cold compaction: small cold chunks stay as flushed"
-        );
-    }
     if config.tokio_console {
         tracing::warn!(
             "observability.tokio_console is set, but this binary is built without Tokio console: nothing listens for one"

@@ -160,6 +160,8 @@ mod cold;
 // Issue 24: cold reads fetch only the blocks they need.
 mod cold_blocks;
 mod cold_parts;
+// spec/07 storage.cold.compaction_enabled: a stream's small packs rewritten into one object.
+mod cold_compaction;
 
 // Issue 7: Raft snapshots as S3 objects each voter owns; a wiped voter installs a copy.
 mod snapshot_store;

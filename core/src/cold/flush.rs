@@ -23,7 +23,7 @@ use crate::engine::{GroupEngine, Leadership};
 use ursula_stream::routing::GroupId;
 
 /// Slices below this are packed with others into one object.
-const PACK_BELOW: u64 = 1024 * 1024;
+pub(super) const PACK_BELOW: u64 = 1024 * 1024;
 /// Spans are cut at append edges near this size, so a read inside one
 /// fetches a bounded object range.
 const SPAN_BYTES: u64 = 4 * 1024 * 1024;
@@ -60,6 +60,9 @@ pub async fn run<E: GroupEngine>(engine: Arc<E>, cold: Arc<Cold>, node_id: u64) 
         }
         for g in 0..engine.group_count() {
             flush_group(&engine, &cold, GroupId(g), node_id).await;
+            if cold.config.compaction_enabled && tick % super::compact::EVERY_TICKS == 0 {
+                super::compact::compact_group(&engine, &cold, GroupId(g), node_id).await;
+            }
             if tick % GC_EVERY_TICKS == 0 {
                 super::gc::collect_group(&engine, &cold, GroupId(g)).await;
             }
@@ -171,6 +174,46 @@ async fn upload<E: GroupEngine>(
     frozen.iter().sum()
 }
 
+/// Where one span landed in an object built by `object_body`.
+pub(super) struct Placed {
+    pub object_offset: u64,
+    pub len: u64,
+    pub digest: [u8; 32],
+}
+
+/// An object's body: its spans' block table (`blocks`), then each span's
+/// bytes in order; and where each span landed, with its digest.
+pub(super) fn object_body<'a>(spans: impl Iterator<Item = &'a [Bytes]>) -> (Bytes, Vec<Placed>) {
+    let spans: Vec<&[Bytes]> = spans.collect();
+    // The table's size is fixed by the spans' lengths: it is written in
+    // front once their block values are known.
+    let lens: Vec<u64> = spans.iter().map(|chunks| chunks.iter().map(|c| c.len() as u64).sum()).collect();
+    let head = super::blocks::table_size(&lens);
+    let mut body = BytesMut::with_capacity(head + lens.iter().sum::<u64>() as usize);
+    body.resize(head, 0);
+    let mut placed = Vec::with_capacity(spans.len());
+    let mut blocks = Vec::with_capacity(spans.len());
+    for chunks in spans {
+        let at = body.len();
+        for chunk in chunks {
+            body.extend_from_slice(chunk);
+        }
+        let bytes = &body[at..];
+        let values = super::blocks::block_values(bytes);
+        let len = bytes.len() as u64;
+        let digest = super::blocks::root(&values, len).unwrap_or_else(|| *blake3::hash(bytes).as_bytes());
+        placed.push(Placed { object_offset: at as u64, len, digest });
+        blocks.push(((at - head) as u64, len, values));
+    }
+    body[..head].copy_from_slice(&super::blocks::encode_table(&blocks));
+    (body.freeze(), placed)
+}
+
+/// A new object's name, unique on this node: `tag` marks its kind.
+pub(super) fn object_name(node_id: u64, tag: &str) -> String {
+    format!("n{node_id}-{}-{}{tag}.seg", crate::clock::wall_ms(), OBJECTS.fetch_add(1, Relaxed))
+}
+
 async fn upload_and_commit<E: GroupEngine>(
     engine: &Arc<E>,
     cold: &Arc<Cold>,
@@ -179,39 +222,22 @@ async fn upload_and_commit<E: GroupEngine>(
     slices: Vec<Slice>,
 ) -> u64 {
     let Some(bucket) = slices.first().map(|s| s.key.bucket.clone()) else { return 0 };
-    // The object opens with its spans' block table (`blocks`), whose size
-    // the spans' lengths fix: it is written in front once their values are known.
-    let lens: Vec<u64> = slices.iter().map(|s| s.chunks.iter().map(|c| c.len() as u64).sum()).collect();
-    let head = super::blocks::table_size(&lens);
-    let mut body = BytesMut::with_capacity(head + lens.iter().sum::<u64>() as usize);
-    body.resize(head, 0);
-    let mut pieces = Vec::with_capacity(slices.len());
-    let mut blocks = Vec::with_capacity(slices.len());
-    for slice in slices {
-        let at = body.len();
-        for chunk in &slice.chunks {
-            body.extend_from_slice(chunk);
-        }
-        let bytes = &body[at..];
-        let values = super::blocks::block_values(bytes);
-        let len = bytes.len() as u64;
-        let digest = super::blocks::root(&values, len).unwrap_or_else(|| *blake3::hash(bytes).as_bytes());
-        pieces.push(ColdPiece {
+    let (body, placed) = object_body(slices.iter().map(|s| s.chunks.as_slice()));
+    let bytes = placed.iter().map(|p| p.len).sum();
+    let pieces = slices
+        .into_iter()
+        .zip(placed)
+        .map(|(slice, p)| ColdPiece {
             key: slice.key,
             incarnation: slice.incarnation,
             start: Offset(slice.start),
-            len,
-            object_offset: at as u64,
-            digest,
-        });
-        blocks.push(((at - head) as u64, len, values));
-    }
-    body[..head].copy_from_slice(&super::blocks::encode_table(&blocks));
-    let data_len = body.len() - head;
-    let name = format!("n{node_id}-{}-{}.seg", crate::clock::wall_ms(), OBJECTS.fetch_add(1, Relaxed));
-    let object = cold.object_key(&bucket, group.0, &name);
-    let bytes = data_len as u64;
-    if let Err(e) = cold.store.put(&object, body.freeze()).await {
+            len: p.len,
+            object_offset: p.object_offset,
+            digest: p.digest,
+        })
+        .collect();
+    let object = cold.object_key(&bucket, group.0, &object_name(node_id, ""));
+    if let Err(e) = cold.store.put(&object, body).await {
         cold.uploaded(false);
         tracing::warn!(%object, error = %e, "cold upload failed; the bytes stay hot and are tried again");
         return 0;

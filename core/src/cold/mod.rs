@@ -10,12 +10,14 @@
 //! - `blocks`: per-block digests of spans, so reads fetch only what they need.
 //! - `pieces`: fetched bytes kept as the pieces they arrived in.
 //! - `flush`: the background worker that uploads and commits hot ranges.
+//! - `compact`: rewriting a stream's spans scattered over packs into one object.
 //! - `gc`: deleting objects no stream references any more.
 //! - `snapshots`: snapshot bodies as cold objects.
 //! - `parts`: snapshot upload in parts, its bounds, commit slots and sweep.
 
 mod ahead;
 pub mod blocks;
+pub mod compact;
 pub mod flush;
 pub mod gc;
 pub mod parts;
@@ -61,6 +63,9 @@ pub struct ColdConfig {
     /// `runtime.external_payload_min_size`: snapshot bodies of at least
     /// this many bytes go to the cold tier instead of replicated state.
     pub external_payload_min_size: u64,
+    /// `storage.cold.compaction_enabled`: stream spans scattered over
+    /// packs are rewritten into objects of their own (`compact`).
+    pub compaction_enabled: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,6 +146,11 @@ pub struct ColdStats {
     pub cache_hits: AtomicU64,
     pub backpressure_refusals: AtomicU64,
     pub gc_deleted: AtomicU64,
+    /// Compacted objects committed, the spans they took, and those that
+    /// went stale before their commit (deleted at once).
+    pub compactions: AtomicU64,
+    pub compacted_spans: AtomicU64,
+    pub compactions_stale: AtomicU64,
     /// Milliseconds after `Cold::born`, plus one (0: never).
     last_upload_ok_ms: AtomicU64,
     last_upload_failed_ms: AtomicU64,
@@ -287,6 +297,9 @@ impl Cold {
         m.insert("cold_cache_hits".into(), s.cache_hits.load(Relaxed).into());
         m.insert("cold_backpressure_refusals".into(), s.backpressure_refusals.load(Relaxed).into());
         m.insert("cold_gc_deleted".into(), s.gc_deleted.load(Relaxed).into());
+        m.insert("cold_compactions".into(), s.compactions.load(Relaxed).into());
+        m.insert("cold_compacted_spans".into(), s.compacted_spans.load(Relaxed).into());
+        m.insert("cold_compactions_stale".into(), s.compactions_stale.load(Relaxed).into());
         let p = &self.parts;
         m.insert("snapshot_parts_staged_limit".into(), p.limit_refusals.load(Relaxed).into());
         m.insert("snapshot_commits_busy".into(), p.commits_busy.load(Relaxed).into());
@@ -322,6 +335,7 @@ pub(crate) mod tests {
             cache_size: 0,
             parts_grace: Duration::from_secs(86_400),
             external_payload_min_size: crate::cold::snapshots::EXTERNAL_PAYLOAD_MIN_SIZE as u64,
+            compaction_enabled: true,
         }
     }
 }

@@ -88,7 +88,7 @@ impl Cold {
     }
 
     /// `span` fetched and checked, as the pieces it arrived in.
-    async fn fetch_span_pieces(&self, span: &ColdSpan) -> Result<Vec<Bytes>, ColdError> {
+    pub(super) async fn fetch_span_pieces(&self, span: &ColdSpan) -> Result<Vec<Bytes>, ColdError> {
         // Hashed as it arrives: the digest runs while the rest is received.
         let mut hasher = blake3::Hasher::new();
         let fetched = self

@@ -112,6 +112,7 @@ pub fn resolve(section: ColdSection, external_payload_min_size: u64) -> Result<O
         gc_grace: duration("storage.cold.gc_grace", section.gc_grace, Duration::from_secs(300))?,
         parts_grace: duration("storage.cold.parts_grace", section.parts_grace, Duration::from_secs(86_400))?,
         external_payload_min_size,
+        compaction_enabled: section.compaction_enabled.unwrap_or(true),
     }))
 }
 

@@ -59,9 +59,6 @@ pub struct NodeConfig {
     /// `observability.tokio_console`: asked for, it is only warned about,
     /// since this binary is built without Tokio console.
     pub tokio_console: bool,
-    /// `storage.cold.compaction_enabled = true` was set: warned about, since
-    /// this build has no cold compaction.
-    pub cold_compaction_asked: bool,
     /// `runtime.node_memory_abort_cap_size`: resident bytes past which the
     /// process aborts, like an OOM kill (spec/35); `None`: never.
     pub memory_abort_cap: Option<u64>,
@@ -363,7 +360,6 @@ pub fn resolve(file: FileConfig, preset: Option<Preset>, cli: &CliOverrides) -> 
             expected: "more than 0",
         });
     }
-    let cold_compaction_asked = storage.cold.compaction_enabled == Some(true);
     let cold = cold::resolve(storage.cold, external_payload_min_size)?;
     let admission = admission(inflight_body_size, &file.runtime, &file.raft, core_count, cold.is_some())?;
     let raft = file.raft;
@@ -411,7 +407,6 @@ pub fn resolve(file: FileConfig, preset: Option<Preset>, cli: &CliOverrides) -> 
         cold,
         admission,
         tokio_console: file.observability.tokio_console.unwrap_or(false),
-        cold_compaction_asked,
         memory_abort_cap: file.runtime.node_memory_abort_cap_size.map(|s| s.0).filter(|cap| *cap > 0),
     })
 }

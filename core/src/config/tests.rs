@@ -297,12 +297,11 @@ fn documented_spellings_load() {
     assert!(err.contains("storage.cold.flush_max_hot_age") && err.contains("needs a unit"), "{err}");
     assert!(!cfg(None, "", &none).expect("valid").tokio_console);
     assert!(cfg(None, "[observability]\ntokio_console = true\n", &none).expect("valid").tokio_console);
-    // A documented key this build has no behaviour for: accepted, warned about when asked for.
-    assert!(!cfg(None, "", &none).expect("valid").cold_compaction_asked);
-    let asked = "[storage.cold]\nbackend = \"memory\"\ncompaction_enabled = true\n";
-    assert!(cfg(None, asked, &none).expect("valid").cold_compaction_asked);
-    let off = "[storage.cold]\nbackend = \"memory\"\ncompaction_enabled = false\n";
-    assert!(!cfg(None, off, &none).expect("valid").cold_compaction_asked);
+    // Cold compaction: on unless turned off (spec/07).
+    let compaction = |text: &str| cfg(None, text, &none).expect("valid").cold.expect("a cold tier").compaction_enabled;
+    assert!(compaction("[storage.cold]\nbackend = \"memory\"\n"));
+    assert!(compaction("[storage.cold]\nbackend = \"memory\"\ncompaction_enabled = true\n"));
+    assert!(!compaction("[storage.cold]\nbackend = \"memory\"\ncompaction_enabled = false\n"));
 }
 
 /// `raft.snapshot_build_max_concurrency` loads from 1 to 16 (default 2) and

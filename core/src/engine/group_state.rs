@@ -31,12 +31,14 @@ fn touched(command: &Command) -> Option<&StreamKey> {
         Command::CreateFork(c) => Some(&c.create.key),
         // A soft-deleted source's collection wakes no reader: it had none to serve.
         Command::ReferenceSource(_) | Command::ReleaseSource(_) => None,
-        // Moving bytes to the cold tier changes nothing a reader waits for.
+        // Moving bytes to the cold tier, or between its objects, changes
+        // nothing a reader waits for.
         // A purge or an import wakes every reader (below): they touch many streams.
         Command::Renew(_)
         | Command::Sweep
         | Command::ExpireStreams(_)
         | Command::CommitCold(_)
+        | Command::CompactCold(_)
         | Command::PurgeBucket(_)
         | Command::Import(_)
         | Command::AcceptLoss(_) => None,

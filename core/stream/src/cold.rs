@@ -69,6 +69,30 @@ pub struct CommitCold {
     pub pieces: Vec<ColdPiece>,
 }
 
+/// A span rewritten into another object: the same bytes (the same start,
+/// length and digest), now at `object_offset` of the compacted object.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct ColdMove {
+    pub start: u64,
+    pub len: u64,
+    pub digest: [u8; 32],
+    /// The object the span is in now: it moves only if it still is.
+    pub from: String,
+    pub object_offset: u64,
+}
+
+/// Publishes a compaction of one stream's spans into `object` (spec/07
+/// `storage.cold.compaction_enabled`): each span that still is where the
+/// compaction read it moves; its bytes, edges and digest stay as they were,
+/// and the objects it leaves go to garbage collection once unreferenced.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct CompactCold {
+    pub key: StreamKey,
+    pub incarnation: Incarnation,
+    pub object: String,
+    pub moves: Vec<ColdMove>,
+}
+
 /// Where to cut `bytes` (a fetched read starting at a boundary) so it
 /// ends at `boundary` within `want` bytes, or, when that leaves nothing,
 /// at the first boundary after it (or the end of what was fetched).

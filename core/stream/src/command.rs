@@ -55,6 +55,9 @@ pub enum Command {
     /// (spec/35 "Recovering after a host crash"): the group starts a new
     /// history in place, the first entry its recovery plan's leader commits.
     AcceptLoss(AcceptLoss),
+    /// Moves a stream's cold spans into one compacted object (last: the
+    /// variants before keep their positions in logs written earlier).
+    CompactCold(crate::cold::CompactCold),
 }
 
 /// `POST /__ursula/raft/{group}/recovery/accept-unsynced-loss`: the history event.

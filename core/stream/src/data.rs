@@ -142,6 +142,19 @@ impl StreamData {
         true
     }
 
+    /// Points the span that starts at `m.start` at `object`, if it still
+    /// is the span the compaction read (same length, digest and object).
+    pub fn move_span(&mut self, m: &crate::cold::ColdMove, object: &str) -> bool {
+        let Ok(i) = self.cold.binary_search_by_key(&m.start, |s| s.start) else { return false };
+        let span = &mut self.cold[i];
+        if span.len != m.len || span.digest != m.digest || span.object != m.from {
+            return false;
+        }
+        span.object = object.to_owned();
+        span.object_offset = m.object_offset;
+        true
+    }
+
     /// The cold slices covering `[from, to)`.
     fn cold_slices(&self, from: u64, to: u64) -> Vec<ColdSlice> {
         self.cold

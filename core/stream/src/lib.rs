@@ -40,7 +40,7 @@ pub mod stream_seq;
 pub mod usage;
 
 pub use boundary::Boundary;
-pub use cold::{ColdCut, ColdPiece, ColdSlice, ColdSpan, CommitCold};
+pub use cold::{ColdCut, ColdMove, ColdPiece, ColdSlice, ColdSpan, CommitCold, CompactCold};
 pub use command::{
     AcceptLoss, AdvanceRetention, AppendStream, ApplyCtx, Body, Command, CreateStream, DeleteStream, ExpireStreams,
     ImportGroup, PublishSnapshot, PurgeBucket, RenewStream,

@@ -168,6 +168,11 @@ pub enum Outcome {
     CommitCold {
         frozen: usize,
     },
+    /// How many spans a `CompactCold` moved into its object (0: it went
+    /// stale, and the shell deletes the object).
+    CompactCold {
+        moved: usize,
+    },
     /// The streams a purge removed from the group (0 when it ran before).
     PurgeBucket {
         removed: usize,
@@ -330,6 +335,7 @@ impl StreamStore {
                 Outcome::Renew
             }
             Command::CommitCold(cmd) => Outcome::CommitCold { frozen: self.commit_cold(cmd, ctx) },
+            Command::CompactCold(cmd) => Outcome::CompactCold { moved: self.compact_cold(cmd, ctx) },
             Command::Sweep => {
                 let before = self.len();
                 let mut released = Vec::new();
@@ -394,6 +400,16 @@ impl StreamStore {
         frozen
     }
 
+    fn compact_cold(&mut self, cmd: crate::cold::CompactCold, ctx: ApplyCtx) -> usize {
+        let Some(stream) = self.stored_mut(&cmd.key).filter(|s| s.serves(ctx.now_ms) || s.referenced()) else {
+            return 0;
+        };
+        if stream.incarnation != cmd.incarnation {
+            return 0;
+        }
+        cmd.moves.iter().filter(|m| stream.data.move_span(m, &cmd.object)).count()
+    }
+
     /// Every cold object a stream of the group references (expired streams
     /// not yet swept included), for garbage collection.
     pub fn cold_objects(&self) -> std::collections::HashSet<String> {
@@ -419,10 +435,20 @@ impl StreamStore {
         now_ms: u64,
         pick: impl Fn(&StreamState) -> bool + Copy + 'a,
     ) -> impl Iterator<Item = (StreamKey, &'a StreamState)> {
+        self.streams_where(now_ms, move |s| s.data.hot_bytes() > 0 && pick(s))
+    }
+
+    /// Every live stream, or one kept for its forks, that `pick` takes, with
+    /// its key (keys are built only for the streams picked).
+    pub fn streams_where<'a>(
+        &'a self,
+        now_ms: u64,
+        pick: impl Fn(&StreamState) -> bool + Copy + 'a,
+    ) -> impl Iterator<Item = (StreamKey, &'a StreamState)> {
         self.streams.iter().flat_map(move |(bucket, streams)| {
             streams
                 .iter()
-                .filter(move |(_, s)| (!s.clock.expired(now_ms) || s.referenced()) && s.data.hot_bytes() > 0 && pick(s))
+                .filter(move |(_, s)| (!s.clock.expired(now_ms) || s.referenced()) && pick(s))
                 .map(move |(id, s)| (StreamKey { bucket: bucket.clone(), stream: id.clone() }, &**s))
         })
     }
@@ -513,6 +539,8 @@ fn records_in(body: &Body) -> u64 {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_cold;
 #[cfg(test)]
 mod tests_expiry;
 #[cfg(test)]
