@@ -26,6 +26,7 @@ use ursula_stream::{
 
 use crate::backend::NodeBackend;
 use crate::engine::{GroupEngine, Leadership};
+use ursula_http::handlers::read::needs_leader_confirmation;
 use ursula_http::inflight::InflightBodies;
 use ursula_stream::routing::{GroupId, group_of};
 
@@ -175,7 +176,17 @@ impl<E: GroupEngine> StreamPlane<E> {
     /// `Read` and the mux's copy-free one (`raw_read`) both answer it.
     pub(crate) async fn read_chunk(&self, req: pb::ReadRequest) -> Answer<pb::ReadChunk> {
         let query = decode_query(&req.encoded_query)?;
-        let read = |b: Arc<NodeBackend<E>>, key| async move { b.read(ReadStream { key, query }).await };
+        let read = |b: Arc<NodeBackend<E>>, key: StreamKey| async move {
+            let read = b.read(ReadStream { key: key.clone(), query }).await;
+            // A gateway reads where it last saw the leader: a replica that
+            // does not lead (any more) confirms through the leader what
+            // its own state may not show yet, as the HTTP read does.
+            if req.leader || !needs_leader_confirmation(&*b, &key, read.as_ref()) {
+                return read;
+            }
+            b.confirm_tail(&key).await?;
+            b.read(ReadStream { key, query }).await
+        };
         self.read(req.target.as_ref(), req.leader, read).await.map(wire::read_chunk)
     }
 

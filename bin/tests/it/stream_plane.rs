@@ -323,3 +323,55 @@ async fn a_stopping_node_tells_its_append_streams_and_answers_until_they_end() {
     let (status, stderr) = stopped.await.expect("terminate");
     assert!(status.success(), "the node exited with {status}:\n{stderr}");
 }
+
+/// A gateway reads where it last saw a group's leader, with `leader`
+/// unset; a replica that does not lead answers history from its own state
+/// but confirms through its leader what that state may not show yet (no
+/// such stream, its tail), as an HTTP read does: with no leader to ask it
+/// answers "no leader", never a 404 its leader might contradict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_confirms_no_such_stream_and_its_tail_through_its_leader() {
+    let layout = Layout::new(3, "plane-confirm", 1, Planes::Shared);
+    let mut nodes: Vec<Option<Node>> = (0..3).map(|i| Some(layout.start(i))).collect();
+    for node in nodes.iter().flatten() {
+        wait_ready(node).await;
+    }
+    let path = "/cluster/log";
+    let key = StreamKey::parse("cluster", "log").expect("key");
+    let missing = StreamKey::parse("cluster", "not-yet").expect("key");
+    let first = nodes[0].as_ref().expect("running");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while first.put(path).content_type("text/plain").send().await.status != 201 {
+        assert!(Instant::now() < deadline, "no create");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let leader = append(&nodes, 0).await;
+    append(&nodes, 1).await;
+    let follower = (0..3).find(|i| *i != leader).expect("a follower");
+    let mut c = client(nodes[follower].as_ref().expect("follower").base()).await;
+    // With its leader up, a follower's "no such stream" is the leader's.
+    let read = read_whole(&mut c, "plane-confirm", &missing, false).await;
+    let Some(pb::read_reply::Result::Failure(failure)) = read.result else { panic!("a failure: {read:?}") };
+    assert!(matches!(failure.kind, Some(pb::failure::Kind::Rejected(_))), "{failure:?}");
+
+    // The leader and the other follower go: nothing can confirm.
+    let other = (0..3).find(|i| *i != leader && *i != follower).expect("another follower");
+    nodes[leader].take().expect("running").kill9();
+    nodes[other].take().expect("running").kill9();
+    let unconfirmed = |read: pb::ReadReply| match read.result {
+        Some(pb::read_reply::Result::Failure(f)) => {
+            matches!(f.kind, Some(pb::failure::Kind::NoLeader(_) | pb::failure::Kind::Unavailable(_)))
+        }
+        _ => false,
+    };
+    let read = read_whole(&mut c, "plane-confirm", &missing, false).await;
+    assert!(unconfirmed(read.clone()), "no such stream, unconfirmed: {read:?}");
+    let read = read_whole(&mut c, "plane-confirm", &key, false).await;
+    assert!(unconfirmed(read.clone()), "a read to the tail, unconfirmed: {read:?}");
+    // History below the tail is served from the replica's own state.
+    let encoded_query = wire::encode(&ReadQuery { max_bytes: 1, ..whole(ReadFrom::Start) });
+    let request = pb::ReadRequest { target: target("plane-confirm", &key), leader: false, encoded_query };
+    let read = c.read(request).await.expect("read").into_inner();
+    let Some(pb::read_reply::Result::View(chunk)) = read.result else { panic!("a view: {read:?}") };
+    assert_eq!(wire::read_view(chunk).expect("a view").chunks.concat().len(), 1);
+}

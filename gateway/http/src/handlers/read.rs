@@ -41,7 +41,9 @@ where
         LiveMode::CatchUp => {
             let q = query(&shared, from, params.max_bytes);
             let mut read = shared.backend.read_streamed(ReadStream { key: key.clone(), query: q }).await;
-            if !params.consistency_leader && needs_leader_confirmation(&shared, &key, read.as_ref().map(|r| &r.0)) {
+            if !params.consistency_leader
+                && needs_leader_confirmation(&*shared.backend, &key, read.as_ref().map(|r| &r.0))
+            {
                 // Its state may lag an acknowledged write: confirm through
                 // the leader before marking up-to-date or refusing with 416 or 404.
                 shared.backend.confirm_tail(&key).await?;
@@ -58,9 +60,10 @@ where
 /// A read whose answer the leader path decides (spec/21): a follower's
 /// read that reached its local tail of an open stream or went past it, and
 /// any replica's "no such stream", which may only mean it has not applied
-/// the create yet (as after a restart).
-fn needs_leader_confirmation<B: Backend>(
-    shared: &Shared<B>,
+/// the create yet (as after a restart). The HTTP handler and the stream
+/// plane (a gateway's reads) both ask.
+pub fn needs_leader_confirmation<B: Backend + ?Sized>(
+    backend: &B,
     key: &StreamKey,
     read: Result<&ReadView, &BackendError>,
 ) -> bool {
@@ -70,7 +73,7 @@ fn needs_leader_confirmation<B: Backend>(
         Err(BackendError::Rejected(Rejection::OffsetBeyondTail { .. })) => true,
         Err(_) => false,
     };
-    at_tail && shared.backend.leader_route(key) != WriteRoute::Local
+    at_tail && backend.leader_route(key) != WriteRoute::Local
 }
 
 async fn long_poll<B: Backend>(
