@@ -134,6 +134,24 @@ fn carries_body(command: &Command) -> bool {
     }
 }
 
+/// The bytes of a command's body, which its entry carries to every voter.
+fn body_bytes(command: &Command) -> usize {
+    match command {
+        Command::Create(c) => c.body.len(),
+        Command::Append(a) => a.body.len(),
+        Command::PublishSnapshot(p) => p.body.len(),
+        _ => 0,
+    }
+}
+
+/// How long a proposal of `command` waits for its apply: `COMMIT_WAIT`,
+/// plus the time its body takes to reach a follower at the slowest rate a
+/// replication call is given (a 32 MiB append: 4 s more), so a large
+/// write on a busy host is not answered unknown while it replicates.
+fn commit_wait(command: &Command) -> std::time::Duration {
+    COMMIT_WAIT + super::grpc_client::slowest_transfer(body_bytes(command))
+}
+
 impl GroupEngine for RaftEngine {
     fn name(&self) -> &'static str {
         "raft"
@@ -165,8 +183,9 @@ impl GroupEngine for RaftEngine {
         if g.raft.metrics().borrow_watched().current_leader != Some(self.node_id) {
             return Err(EngineError::NoLeader(group));
         }
+        let wait = commit_wait(&command);
         let write = g.raft.client_write(Proposal { now_ms: self.clock.now_ms(), command });
-        match tokio::time::timeout(COMMIT_WAIT, write).await {
+        match tokio::time::timeout(wait, write).await {
             Ok(Ok(response)) => Ok(response.data),
             // Refused before its entry was appended: nothing was proposed.
             Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => Err(EngineError::NoLeader(group)),
@@ -475,4 +494,28 @@ pub(super) fn leads_live(
     use openraft::Instant as _;
     let window = std::time::Duration::from_millis(election_timeout_ms);
     m.current_leader == Some(me) && m.last_quorum_acked.as_ref().is_some_and(|at| at.elapsed() < window)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_large_write_waits_for_its_body_to_replicate_too() {
+        let append = |len: usize| {
+            let key = ursula_stream::StreamKey::parse("wait", "s").expect("a key");
+            Command::Append(ursula_stream::AppendStream {
+                key,
+                content_type: None,
+                body: ursula_stream::Body::prepare(None, bytes::Bytes::from(vec![0u8; len])),
+                close: false,
+                stream_seq: None,
+                producer: None,
+                expect: None,
+            })
+        };
+        assert_eq!(commit_wait(&append(0)), COMMIT_WAIT);
+        assert_eq!(commit_wait(&Command::Sweep), COMMIT_WAIT);
+        assert_eq!(commit_wait(&append(32 * 1024 * 1024)), COMMIT_WAIT + std::time::Duration::from_secs(4));
+    }
 }

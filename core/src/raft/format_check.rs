@@ -103,13 +103,31 @@ pub enum Probed {
     Refused(String),
 }
 
-/// Classifies a peer's answer to the probe.
+/// Classifies a peer's answer to the format probe (an `UNIMPLEMENTED` is
+/// asked again as the group probe, `classify_group_probe`).
 pub fn classify(outcome: Result<pb::FormatProbeReply, tonic::Status>) -> Probed {
     match outcome {
         Ok(reply) if reply.format_epoch == FORMAT_EPOCH => Probed::Answered { cluster_id: reply.cluster_id },
         Ok(reply) => Probed::Refused(format!("it speaks Raft protocol {}", reply.format_epoch)),
+        Err(status) => Probed::Unreachable(status.to_string()),
+    }
+}
+
+/// Classifies the group probe's answer of a peer that does not know the
+/// format probe: a build of this epoch from before it answers the group
+/// probe (so a rolling restart onto this build goes on), a node of another
+/// protocol knows neither. `ours` is this node's cluster id.
+pub fn classify_group_probe(outcome: Result<pb::ProbeGroupReply, tonic::Status>, ours: &str) -> Probed {
+    use pb::probe_group_reply::Result as R;
+    use pb::refusal::Kind;
+    match outcome.map(|reply| reply.result) {
+        Ok(Some(R::Refusal(r))) if r.kind() == Kind::FormatEpochMismatch => {
+            Probed::Refused(format!("it refused the group probe: {}", r.detail))
+        }
+        Ok(Some(R::Refusal(r))) if r.kind() == Kind::ClusterMismatch => Probed::Answered { cluster_id: r.cluster_id },
+        Ok(_) => Probed::Answered { cluster_id: ours.to_owned() },
         Err(status) if status.code() == tonic::Code::Unimplemented => {
-            Probed::Refused(format!("it does not know the format probe ({})", status.message()))
+            Probed::Refused(format!("it knows neither the format probe nor the group probe ({})", status.message()))
         }
         Err(status) => Probed::Unreachable(status.to_string()),
     }
@@ -125,11 +143,20 @@ pub async fn probe(url: &str, preamble: pb::Preamble) -> Probed {
         Ok(c) => c,
         Err(e) => return Probed::Unreachable(e.to_string()),
     };
-    let request = pb::FormatProbeRequest { preamble: Some(preamble) };
-    let answer = tokio::time::timeout(PROBE_WAIT, RaftServiceClient::new(channel).format_probe(request)).await;
+    let mut client = RaftServiceClient::new(channel);
+    let late = || Probed::Unreachable(format!("no answer within {PROBE_WAIT:?}"));
+    let ours = preamble.cluster_id.clone();
+    let request = pb::FormatProbeRequest { preamble: Some(preamble.clone()) };
+    let Ok(answer) = tokio::time::timeout(PROBE_WAIT, client.format_probe(request)).await else { return late() };
     match answer {
-        Ok(outcome) => classify(outcome.map(tonic::Response::into_inner)),
-        Err(_) => Probed::Unreachable(format!("no answer within {PROBE_WAIT:?}")),
+        Err(status) if status.code() == tonic::Code::Unimplemented => {
+            let request = pb::ProbeGroupRequest { preamble: Some(preamble) };
+            match tokio::time::timeout(PROBE_WAIT, client.probe_group(request)).await {
+                Ok(outcome) => classify_group_probe(outcome.map(tonic::Response::into_inner), &ours),
+                Err(_) => late(),
+            }
+        }
+        outcome => classify(outcome.map(tonic::Response::into_inner)),
     }
 }
 
@@ -174,14 +201,42 @@ mod tests {
     }
 
     #[test]
-    fn a_probe_answer_of_another_epoch_or_an_unknown_call_refuses_the_start() {
+    fn a_probe_answer_of_another_epoch_refuses_the_start() {
         let reply = |format_epoch| Ok(pb::FormatProbeReply { format_epoch, cluster_id: "c".into(), node_id: 2 });
         assert_eq!(classify(reply(FORMAT_EPOCH)), Probed::Answered { cluster_id: "c".into() });
         assert!(matches!(classify(reply(4)), Probed::Refused(why) if why.contains("protocol 4")));
         assert!(matches!(classify(reply(0)), Probed::Refused(_)), "a probe answer always names its epoch");
-        assert!(matches!(classify(Err(tonic::Status::unimplemented("no such method"))), Probed::Refused(_)));
         assert!(matches!(classify(Err(tonic::Status::unavailable("refused"))), Probed::Unreachable(_)));
         assert!(matches!(classify(Err(tonic::Status::deadline_exceeded("slow"))), Probed::Unreachable(_)));
+    }
+
+    #[test]
+    fn a_peer_without_the_format_probe_is_judged_by_the_group_probe() {
+        use pb::probe_group_reply::Result as R;
+        use pb::refusal::Kind;
+        let refusal = |kind: Kind, cluster_id: &str| {
+            Ok(pb::ProbeGroupReply {
+                result: Some(R::Refusal(pb::Refusal {
+                    kind: kind as i32,
+                    cluster_id: cluster_id.into(),
+                    node_id: 2,
+                    detail: "d".into(),
+                })),
+            })
+        };
+        // A build of this epoch from before the format probe.
+        let holding = Ok(pb::ProbeGroupReply { result: Some(R::Holding(pb::GroupHolding::default())) });
+        assert_eq!(classify_group_probe(holding, "ours"), Probed::Answered { cluster_id: "ours".into() });
+        let other = classify_group_probe(refusal(Kind::ClusterMismatch, "theirs"), "ours");
+        assert_eq!(other, Probed::Answered { cluster_id: "theirs".into() });
+        let unknown_group = classify_group_probe(refusal(Kind::UnknownGroup, "ours"), "ours");
+        assert_eq!(unknown_group, Probed::Answered { cluster_id: "ours".into() });
+        // Another protocol.
+        assert!(matches!(classify_group_probe(refusal(Kind::FormatEpochMismatch, "ours"), "ours"), Probed::Refused(_)));
+        let unknown_call = Err(tonic::Status::unimplemented("unknown service"));
+        assert!(matches!(classify_group_probe(unknown_call, "ours"), Probed::Refused(_)));
+        let down = Err(tonic::Status::unavailable("down"));
+        assert!(matches!(classify_group_probe(down, "ours"), Probed::Unreachable(_)));
     }
 
     #[test]
