@@ -64,7 +64,19 @@ fn whole(from: ReadFrom) -> ReadQuery {
     ReadQuery { from, max_bytes: 1 << 20, boundary: Boundary::Byte, whole_json_messages: false }
 }
 
-/// The reply's outcome, or how it was refused.
+/// Creates `/cluster/log` through node 1 (Raft runs on the client ports
+/// here; the HTTP helper finds the leader) and appends record 0: the index
+/// of the group's leader.
+async fn create_and_append(nodes: &[Option<Node>]) -> usize {
+    let first = nodes[0].as_ref().expect("running");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while first.put(crate::cluster::S).content_type("text/plain").send().await.status != 201 {
+        assert!(Instant::now() < deadline, "no create");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    append(nodes, 0).await
+}
+
 /// A `Read` of all of `key` through the tonic client.
 async fn read_whole(c: &mut Client, cluster_id: &str, key: &StreamKey, leader: bool) -> pb::ReadReply {
     let encoded_query = wire::encode(&whole(ReadFrom::Start));
@@ -72,6 +84,7 @@ async fn read_whole(c: &mut Client, cluster_id: &str, key: &StreamKey, leader: b
     c.read(request).await.expect("read").into_inner()
 }
 
+/// The reply's outcome, or how it was refused.
 fn outcome<T: serde::de::DeserializeOwned>(reply: pb::WriteReply) -> Result<T, Refused> {
     match reply.result.expect("a result") {
         pb::write_reply::Result::EncodedOutcome(bytes) => Ok(wire::decode("an outcome", &bytes).expect("decodes")),
@@ -163,16 +176,8 @@ async fn a_follower_answers_a_typed_not_leader_naming_the_leaders_client_plane()
     for node in nodes.iter().flatten() {
         wait_ready(node).await;
     }
-    let path = "/cluster/log";
     let key = StreamKey::parse("cluster", "log").expect("key");
-    // Raft runs on the client ports here; the HTTP helper finds the leader.
-    let first = nodes[0].as_ref().expect("running");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while first.put(path).content_type("text/plain").send().await.status != 201 {
-        assert!(Instant::now() < deadline, "no create");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let leader = append(&nodes, 0).await;
+    let leader = create_and_append(&nodes).await;
     let leader_url = nodes[leader].as_ref().expect("leader").base().to_string();
     let follower = (0..3).find(|i| *i != leader).expect("a follower");
     let mut c = client(nodes[follower].as_ref().expect("follower").base()).await;
@@ -336,16 +341,9 @@ async fn a_follower_confirms_no_such_stream_and_its_tail_through_its_leader() {
     for node in nodes.iter().flatten() {
         wait_ready(node).await;
     }
-    let path = "/cluster/log";
     let key = StreamKey::parse("cluster", "log").expect("key");
     let missing = StreamKey::parse("cluster", "not-yet").expect("key");
-    let first = nodes[0].as_ref().expect("running");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while first.put(path).content_type("text/plain").send().await.status != 201 {
-        assert!(Instant::now() < deadline, "no create");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let leader = append(&nodes, 0).await;
+    let leader = create_and_append(&nodes).await;
     append(&nodes, 1).await;
     let follower = (0..3).find(|i| *i != leader).expect("a follower");
     let mut c = client(nodes[follower].as_ref().expect("follower").base()).await;
