@@ -16,6 +16,7 @@
 //! - `grpc_server`: `RaftService`, handing each request to its group.
 //! - `refusals`: peers of another cluster, counted and logged once.
 //! - `format_check`: the Raft protocol's format epoch: the startup probe, the unready latch.
+//! - `peer_calls`: bootstrap probes, read barriers and forwarded commands to a peer.
 //! - `peer_error`: why a call to a peer produced no answer, typed.
 //! - `pb`: openraft's RPC types to and from the protobuf messages.
 //! - `engine`: `RaftEngine`, the `GroupEngine` over the groups.
@@ -51,6 +52,7 @@ mod log_store_suite;
 mod maintenance;
 mod network;
 mod pb;
+mod peer_calls;
 mod peer_error;
 mod pipeline;
 mod plan_run;
