@@ -314,7 +314,7 @@ fn no_redirects() -> reqwest::Client {
 }
 
 /// The index in a layout of the voter with Raft node id `node`.
-fn index(node: u64) -> usize {
+pub(crate) fn index(node: u64) -> usize {
     usize::try_from(node).expect("a node id") - 1
 }
 
@@ -386,7 +386,7 @@ async fn wait_metrics(http: &reqwest::Client, base: &str) -> Value {
 }
 
 /// Voter `node`'s process incarnation, which its admin mutations must name.
-async fn incarnation_of(http: &reqwest::Client, layout: &Layout, node: u64) -> String {
+pub(crate) async fn incarnation_of(http: &reqwest::Client, layout: &Layout, node: u64) -> String {
     let admin = wait_metrics(http, &layout.admin_url(index(node))).await;
     let incarnation = admin["process_incarnation"].as_str();
     incarnation.unwrap_or_else(|| panic!("no process_incarnation in voter {node}'s admin metrics: {admin}")).to_owned()
@@ -394,7 +394,7 @@ async fn incarnation_of(http: &reqwest::Client, layout: &Layout, node: u64) -> S
 
 /// The leader each voter at `urls` sees for every group, when they all
 /// answer, agree, and every group has one.
-async fn agreed_leaders(http: &reqwest::Client, urls: &[String]) -> Option<Vec<u64>> {
+pub(crate) async fn agreed_leaders(http: &reqwest::Client, urls: &[String]) -> Option<Vec<u64>> {
     let mut agreed: Option<Vec<Option<u64>>> = None;
     for url in urls {
         let groups = metrics(http, url).await?["raft_groups"].as_array()?.clone();
@@ -478,7 +478,7 @@ async fn wait_caught_up(http: &reqwest::Client, urls: &[String], i: usize) {
 /// `POST /__ursula/raft/{group}/leader/transfer/{to}` on voter `on`'s admin
 /// plane, naming `incarnation` (`None`: without the header); returns the
 /// status and the JSON body (`Null` without one).
-async fn transfer(
+pub(crate) async fn transfer(
     http: &reqwest::Client,
     layout: &Layout,
     on: u64,
@@ -498,7 +498,7 @@ async fn transfer(
 }
 
 /// The body of a `200` transfer of `group` from voter `from` to voter `to`.
-fn check_triggered(body: &Value, group: usize, from: u64, to: u64) {
+pub(crate) fn check_triggered(body: &Value, group: usize, from: u64, to: u64) {
     assert_eq!(body["raft_group_id"].as_u64(), Some(group as u64), "{body}");
     assert_eq!(body["from"].as_u64(), Some(from), "{body}");
     assert_eq!(body["to"].as_u64(), Some(to), "{body}");
@@ -509,7 +509,7 @@ fn check_triggered(body: &Value, group: usize, from: u64, to: u64) {
 /// Moves `group`'s leadership to voter `to` through the admin route of the
 /// voter that leads it (asking again when the leadership moved between the
 /// metrics and the request: `409`), then waits until every voter sees `to` lead.
-async fn transfer_to(http: &reqwest::Client, layout: &Layout, urls: &[String], group: usize, to: u64) {
+pub(crate) async fn transfer_to(http: &reqwest::Client, layout: &Layout, urls: &[String], group: usize, to: u64) {
     let deadline = Instant::now() + PATIENCE;
     loop {
         let from = wait_leaders(http, urls, PATIENCE, "every group led", |_| true).await[group];

@@ -118,6 +118,9 @@ mod cluster_pipeline;
 // Leadership: the admin transfer route, balance over the voters, hand-off on SIGTERM, failover figures, five voters.
 mod cluster_leadership;
 
+// A transfer asked while a large write is under way lets it finish first.
+mod transfer_fence;
+
 // `ursulactl` against real voters: a rolling restart it drives, its gates and exit codes.
 mod ctl;
 

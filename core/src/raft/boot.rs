@@ -325,7 +325,7 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
                 empty_gated.push(g);
             }
         }
-        groups.push(RaftGroup { raft: node, shared, log });
+        groups.push(RaftGroup { raft: node, shared, log, fence: Arc::default() });
     }
     let mut shared_raft_routes = None;
     let mut cluster_plane = None;
@@ -345,6 +345,7 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
             },
         );
         let _ = server.groups.set(groups.iter().map(|g| g.raft.clone()).collect());
+        let _ = server.fences.set(groups.iter().map(|g| g.fence.clone()).collect());
         match raft.cluster_listen {
             None => shared_raft_routes = Some(tonic::service::Routes::new(server.service())),
             Some(addr) => {

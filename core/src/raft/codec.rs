@@ -102,7 +102,34 @@ fn encode<T: Serialize>(what: &'static str, value: &T) -> Result<Bytes, CodecErr
 fn encode_into<T: Serialize>(what: &'static str, value: &T, size_hint: usize) -> Result<Bytes, CodecError> {
     let mut out = Vec::with_capacity(size_hint.max(1));
     out.push(VERSION);
-    postcard::to_extend(value, out).map(Bytes::from).map_err(|e| CodecError { what, reason: e.to_string() })
+    postcard::serialize_with_flavor(value, SliceCopies(out))
+        .map(Bytes::from)
+        .map_err(|e| CodecError { what, reason: e.to_string() })
+}
+
+/// A postcard output that copies each run of bytes in one go: postcard's
+/// `to_extend` feeds them to `Extend` one at a time, which in a test build
+/// (unoptimized) held the Raft runtime over every copy of a 32 MiB entry
+/// (its WAL record and each peer's request) long enough for its peers'
+/// heartbeats to time out and elect another leader.
+struct SliceCopies(Vec<u8>);
+
+impl postcard::ser_flavors::Flavor for SliceCopies {
+    type Output = Vec<u8>;
+
+    fn try_push(&mut self, byte: u8) -> postcard::Result<()> {
+        self.0.push(byte);
+        Ok(())
+    }
+
+    fn try_extend(&mut self, bytes: &[u8]) -> postcard::Result<()> {
+        self.0.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<Vec<u8>> {
+        Ok(self.0)
+    }
 }
 
 /// Bytes an entry's encoding takes about: an append's body and room for

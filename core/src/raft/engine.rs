@@ -45,6 +45,8 @@ pub struct RaftGroup {
     pub raft: GroupRaft,
     pub shared: Arc<GroupShared>,
     pub log: GroupLog,
+    /// Proposals pass it; a leadership transfer closes it (`fence`).
+    pub fence: Arc<super::fence::ProposalFence>,
 }
 
 pub struct RaftEngine {
@@ -178,6 +180,8 @@ impl GroupEngine for RaftEngine {
         if carries_body(&command) && self.log_pressure.refuse_write() {
             return Err(EngineError::LogPressure);
         }
+        // Held until the answer: a transfer waits for it (`fence`).
+        let _proposing = g.fence.enter().await;
         // Checked right before proposing, so that `NoLeader` means nothing
         // was proposed (extensions §5.7).
         if g.raft.metrics().borrow_watched().current_leader != Some(self.node_id) {

@@ -60,6 +60,8 @@ pub struct ServerState {
     configured: std::collections::HashSet<NodeId>,
     refusals: Arc<PeerRefusals>,
     pub groups: Arc<OnceLock<Vec<GroupRaft>>>,
+    /// The groups' proposal fences: forwarded commands pass them too.
+    pub fences: OnceLock<Vec<Arc<super::fence::ProposalFence>>>,
     /// Snapshots being received, by group.
     receiving: Mutex<HashMap<u32, Receiving>>,
     /// This voter's drain mark, recovery gates and disk guard.
@@ -97,6 +99,7 @@ impl RaftServer {
             configured,
             refusals,
             groups,
+            fences: OnceLock::new(),
             receiving,
             limits,
             objects,
@@ -406,6 +409,11 @@ impl RaftService for RaftServer {
             (Err(r), _) => R::Refusal(r),
             (_, Err(why)) => R::Refusal(self.refusal(Kind::Malformed, why)),
             (Ok(raft), Ok(command)) => {
+                let fence = req.preamble.as_ref().and_then(|p| self.fences.get()?.get(p.group as usize));
+                let _proposing = match fence {
+                    Some(fence) => Some(fence.enter().await),
+                    None => None,
+                };
                 let write = raft.client_write(super::types::Proposal { now_ms: crate::clock::wall_ms(), command });
                 match tokio::time::timeout(FORWARD_COMMIT_WAIT, write).instrument(span).await {
                     Ok(Ok(done)) => match done.data {

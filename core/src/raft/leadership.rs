@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use openraft::async_runtime::WatchReceiver;
 
 use super::engine::{RaftEngine, RaftGroup};
+use super::fence::QUIESCE_WAIT;
 use super::types::NodeId;
 use crate::engine::{ShedState, TransferError, Transferred};
 
@@ -105,7 +106,7 @@ impl RaftEngine {
             ));
         }
         if !self.accepts(group, to, self.peer_timeout).await {
-            let why = "the target takes no leadership of the group now (draining or recovering)";
+            let why = "the target takes no leadership of the group now (draining, recovering, or silent)";
             return Err(TransferError::TargetNotReady(why));
         }
         self.trigger(group, g, to).await?;
@@ -120,10 +121,27 @@ impl RaftEngine {
                 "this node leads a recovery plan whose history event is pending",
             ));
         }
+        // New proposals wait until the trigger; those under way finish, and
+        // the target gets every entry first (`fence`).
+        let Some(_closed) = g.fence.close(QUIESCE_WAIT).await else {
+            return Err(TransferError::TargetNotReady("writes of the group are still under way; try again"));
+        };
+        if !self.holds_every_entry(g, to, QUIESCE_WAIT).await {
+            return Err(TransferError::TargetNotReady("the target does not hold every entry of the group yet"));
+        }
         g.raft.trigger().transfer_leader(to).await.map_err(|e| TransferError::Stopped { group, why: e.to_string() })?;
         self.transfers.triggered.fetch_add(1, Ordering::Relaxed);
         tracing::info!(group, to, "leadership transfer triggered");
         Ok(())
+    }
+
+    /// Waits up to `wait` until peer `to` holds this leader's whole log.
+    async fn holds_every_entry(&self, g: &RaftGroup, to: NodeId, wait: Duration) -> bool {
+        let holds = |m: &openraft::RaftMetrics<super::types::TypeConfig>| {
+            let matched = m.replication.as_ref().and_then(|r| r.get(&to).cloned()).flatten().map(|l| l.index);
+            m.current_leader == Some(self.node_id) && matched >= m.last_log_index
+        };
+        g.raft.wait(Some(wait)).metrics(holds, "the target holds every entry").await.is_ok()
     }
 
     /// Every group's leader as this node sees it.
@@ -186,16 +204,15 @@ impl RaftEngine {
     pub(super) async fn trigger_all(&self, moves: Vec<(u32, NodeId)>) -> usize {
         let asked = moves.iter().map(|(group, to)| self.accepts(*group, *to, self.peer_timeout));
         let accepted = futures_util::future::join_all(asked).await;
-        let mut moved = 0;
-        for ((group, to), accepted) in moves.into_iter().zip(accepted) {
-            if accepted
-                && let Some(g) = self.groups.get(group as usize)
-                && self.trigger(group, g, to).await.is_ok()
-            {
-                moved += 1;
-            }
-        }
-        moved
+        // Each transfer may wait for its group's writes: all at once.
+        let triggered =
+            moves.into_iter().zip(accepted).filter(|(_, accepted)| *accepted).map(|((group, to), _)| async move {
+                match self.groups.get(group as usize) {
+                    Some(g) => self.trigger(group, g, to).await.is_ok(),
+                    None => false,
+                }
+            });
+        futures_util::future::join_all(triggered).await.into_iter().filter(|moved| *moved).count()
     }
 
     /// Starts draining for a stop: no more campaigns here, and the

@@ -41,6 +41,7 @@ mod codec;
 mod disk_guard;
 mod driver;
 mod engine;
+mod fence;
 mod format_check;
 mod grpc_client;
 mod grpc_server;
