@@ -100,10 +100,23 @@ fn encode<T: Serialize>(what: &'static str, value: &T) -> Result<Bytes, CodecErr
 /// As `encode`, with room for `size_hint` bytes from the start: an append's
 /// entry grew its vector several times while postcard wrote the body.
 fn encode_into<T: Serialize>(what: &'static str, value: &T, size_hint: usize) -> Result<Bytes, CodecError> {
+    encode_locating(what, value, size_hint, None).map(|(raw, _)| raw)
+}
+
+/// As `encode_into`, also answering where in the output the bytes of
+/// `watched` (a slice the value holds) were written.
+fn encode_locating<T: Serialize>(
+    what: &'static str,
+    value: &T,
+    size_hint: usize,
+    watched: Option<&[u8]>,
+) -> Result<(Bytes, Option<usize>), CodecError> {
     let mut out = Vec::with_capacity(size_hint.max(1));
     out.push(VERSION);
-    postcard::serialize_with_flavor(value, SliceCopies(out))
-        .map(Bytes::from)
+    let watched = watched.map(|w| (w.as_ptr() as usize, w.len()));
+    let flavor = SliceCopies { out, watched, found: None };
+    postcard::serialize_with_flavor(value, flavor)
+        .map(|(out, found)| (Bytes::from(out), found))
         .map_err(|e| CodecError { what, reason: e.to_string() })
 }
 
@@ -112,23 +125,32 @@ fn encode_into<T: Serialize>(what: &'static str, value: &T, size_hint: usize) ->
 /// (unoptimized) held the Raft runtime over every copy of a 32 MiB entry
 /// (its WAL record and each peer's request) long enough for its peers'
 /// heartbeats to time out and elect another leader.
-struct SliceCopies(Vec<u8>);
+/// It also notes where the run at the `watched` address (start, length)
+/// landed.
+struct SliceCopies {
+    out: Vec<u8>,
+    watched: Option<(usize, usize)>,
+    found: Option<usize>,
+}
 
 impl postcard::ser_flavors::Flavor for SliceCopies {
-    type Output = Vec<u8>;
+    type Output = (Vec<u8>, Option<usize>);
 
     fn try_push(&mut self, byte: u8) -> postcard::Result<()> {
-        self.0.push(byte);
+        self.out.push(byte);
         Ok(())
     }
 
     fn try_extend(&mut self, bytes: &[u8]) -> postcard::Result<()> {
-        self.0.extend_from_slice(bytes);
+        if self.found.is_none() && self.watched == Some((bytes.as_ptr() as usize, bytes.len())) {
+            self.found = Some(self.out.len());
+        }
+        self.out.extend_from_slice(bytes);
         Ok(())
     }
 
-    fn finalize(self) -> postcard::Result<Vec<u8>> {
-        Ok(self.0)
+    fn finalize(self) -> postcard::Result<Self::Output> {
+        Ok((self.out, self.found))
     }
 }
 
@@ -159,13 +181,49 @@ pub fn decode_command(bytes: &[u8]) -> Result<Command, CodecError> {
     decode("forwarded command", bytes)
 }
 
+/// The entry's record: the one its leader's log made (`record_entry`), or
+/// a fresh encoding.
 pub fn encode_entry(entry: &Entry) -> Result<Bytes, CodecError> {
+    if let EntryPayload::Normal(p) = &entry.payload
+        && let Some(raw) = p.record.of(&entry.log_id)
+    {
+        return Ok(raw);
+    }
+    encode_entry_locating(entry, None).map(|(raw, _)| raw)
+}
+
+/// Encodes the entry a log appends and keeps the record with it, pointing
+/// its payload at the record's copy of those bytes: the entry, the record
+/// and every peer's request then share one buffer (three voters encoded
+/// and held each 32 MiB append three times over before).
+pub fn record_entry(entry: &mut Entry) -> Result<Bytes, CodecError> {
+    if let EntryPayload::Normal(p) = &entry.payload
+        && let Some(raw) = p.record.of(&entry.log_id)
+    {
+        return Ok(raw);
+    }
+    let watched = match &mut entry.payload {
+        EntryPayload::Normal(p) => p.command.payload_mut().map(|b| b.clone()),
+        _ => None,
+    };
+    let (raw, at) = encode_entry_locating(entry, watched.as_deref())?;
+    if let EntryPayload::Normal(p) = &mut entry.payload {
+        if let (Some(payload), Some(at)) = (p.command.payload_mut(), at) {
+            *payload = raw.slice(at..at + payload.len());
+        }
+        p.record.keep(entry.log_id, raw.clone());
+    }
+    Ok(raw)
+}
+
+fn encode_entry_locating(entry: &Entry, watched: Option<&[u8]>) -> Result<(Bytes, Option<usize>), CodecError> {
     let payload = match &entry.payload {
         EntryPayload::Blank => PayloadOut::Blank,
         EntryPayload::Normal(p) => PayloadOut::Normal(p),
         EntryPayload::Membership(m) => PayloadOut::Membership(m.into()),
     };
-    encode_into("log entry", &(LogIdRepr::from(&entry.log_id), payload), entry_size_hint(entry))
+    let entry_out = (LogIdRepr::from(&entry.log_id), payload);
+    encode_locating("log entry", &entry_out, entry_size_hint(entry), watched)
 }
 
 pub fn decode_entry(bytes: &[u8]) -> Result<Entry, CodecError> {
@@ -324,8 +382,7 @@ mod tests {
     #[test]
     fn records_round_trip() {
         let key = StreamKey::parse("bucket-1", "s").expect("valid key");
-        let proposal =
-            Proposal { now_ms: 42, command: Command::Delete(ursula_stream::DeleteStream { key, expect: None }) };
+        let proposal = Proposal::new(42, Command::Delete(ursula_stream::DeleteStream { key, expect: None }));
         let entry =
             Entry { log_id: LogId::new(CommittedLeaderId::new(3, 1), 9), payload: EntryPayload::Normal(proposal) };
         let back = decode_entry(&encode_entry(&entry).expect("encodes")).expect("decodes");
@@ -343,6 +400,44 @@ mod tests {
         assert_eq!(decode_vote(&encode_vote(&vote).expect("encodes")).expect("decodes"), vote);
         let id = LogId::new(CommittedLeaderId::new(2, 1), 77);
         assert_eq!(decode_log_id(&encode_log_id(&id).expect("encodes")).expect("decodes"), id);
+    }
+
+    #[test]
+    fn a_recorded_entry_shares_its_body_with_its_record_which_peers_reuse() {
+        let key = StreamKey::parse("bucket-1", "s").expect("valid key");
+        let body = Bytes::from(vec![7u8; 100_000]);
+        let append = ursula_stream::AppendStream {
+            key,
+            content_type: None,
+            body: ursula_stream::Body::Bytes(body.clone()),
+            close: false,
+            stream_seq: None,
+            producer: None,
+            expect: None,
+        };
+        let log_id = LogId::new(CommittedLeaderId::new(3, 1), 9);
+        let mut entry = Entry { log_id, payload: EntryPayload::Normal(Proposal::new(42, Command::Append(append))) };
+        let fresh = encode_entry(&entry).expect("encodes");
+        let record = record_entry(&mut entry).expect("encodes");
+        assert_eq!(record, fresh, "the record is the entry's usual encoding");
+
+        let EntryPayload::Normal(Proposal { command: Command::Append(a), .. }) = &entry.payload else {
+            panic!("an append")
+        };
+        let ursula_stream::Body::Bytes(held) = &a.body else { panic!("a byte body") };
+        assert_eq!(held, &body);
+        let inside = record.as_ptr_range();
+        assert!(inside.contains(&held.as_ptr()), "the entry's body is the record's copy");
+
+        // A peer's request (a clone of the cached entry) sends the record itself.
+        let sent = encode_entry(&entry.clone()).expect("encodes");
+        assert_eq!(sent.as_ptr(), record.as_ptr());
+        // An entry with another log id (re-proposed) is encoded afresh.
+        let mut other = entry.clone();
+        other.log_id = LogId::new(CommittedLeaderId::new(4, 2), 9);
+        let again = encode_entry(&other).expect("encodes");
+        assert_ne!(again.as_ptr(), record.as_ptr());
+        assert_eq!(decode_entry(&again).expect("decodes").log_id, other.log_id);
     }
 
     #[test]

@@ -188,7 +188,7 @@ impl GroupEngine for RaftEngine {
             return Err(EngineError::NoLeader(group));
         }
         let wait = commit_wait(&command);
-        let write = g.raft.client_write(Proposal { now_ms: self.clock.now_ms(), command });
+        let write = g.raft.client_write(Proposal::new(self.clock.now_ms(), command));
         match tokio::time::timeout(wait, write).await {
             Ok(Ok(response)) => Ok(response.data),
             // Refused before its entry was appended: nothing was proposed.

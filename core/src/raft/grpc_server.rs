@@ -414,7 +414,7 @@ impl RaftService for RaftServer {
                     Some(fence) => Some(fence.enter().await),
                     None => None,
                 };
-                let write = raft.client_write(super::types::Proposal { now_ms: crate::clock::wall_ms(), command });
+                let write = raft.client_write(super::types::Proposal::new(crate::clock::wall_ms(), command));
                 match tokio::time::timeout(FORWARD_COMMIT_WAIT, write).instrument(span).await {
                     Ok(Ok(done)) => match done.data {
                         Outcome::PurgeBucket { removed } => R::Count(removed as u64),

@@ -185,9 +185,9 @@ impl GroupLog {
         let mut frames: Vec<(u64, Bytes)> = Vec::new();
         let mut sync = false;
         let mut inner = self.lock();
-        for entry in entries {
-            let raw =
-                codec::encode_entry(&entry).map_err(|e| io_err(format_args!("writing entry {}", entry.log_id), &e))?;
+        for mut entry in entries {
+            let raw = codec::record_entry(&mut entry)
+                .map_err(|e| io_err(format_args!("writing entry {}", entry.log_id), &e))?;
             // Membership batches are always fsynced (spec/07, raft.wal.fsync).
             sync |= matches!(entry.payload, EntryPayload::Membership(_));
             let index = entry.log_id.index;

@@ -146,7 +146,7 @@ impl RaftEngine {
             }
             // Proposed again after a lost answer, the same event applies once.
             let command = Command::AcceptLoss(AcceptLoss { history_id: plan.history_id(group), term });
-            let write = g.raft.client_write(Proposal { now_ms: self.clock.now_ms(), command });
+            let write = g.raft.client_write(Proposal::new(self.clock.now_ms(), command));
             match tokio::time::timeout(EVENT_WAIT, write).await {
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => {

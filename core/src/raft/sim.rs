@@ -294,7 +294,7 @@ impl Sim {
 
     async fn propose(&self, leader: NodeId, command: Command) -> Option<Outcome> {
         let raft = &self.voters.get(&leader)?.raft;
-        let write = raft.client_write(Proposal { now_ms: 1, command });
+        let write = raft.client_write(Proposal::new(1, command));
         match tokio::time::timeout(Duration::from_secs(2), write).await {
             Ok(Ok(response)) => Some(response.data),
             _ => None,

@@ -12,6 +12,38 @@ use ursula_stream::{Command, Outcome};
 pub struct Proposal {
     pub now_ms: u64,
     pub command: Command,
+    /// Its entry's record, once the leader's log encoded it: each peer's
+    /// request sends it as is (`codec::encode_entry`). Never persisted.
+    #[serde(skip)]
+    pub record: Record,
+}
+
+impl Proposal {
+    pub fn new(now_ms: u64, command: Command) -> Proposal {
+        Proposal { now_ms, command, record: Record::default() }
+    }
+}
+
+/// An entry's encoding, kept with the log id it was made for; clones of the
+/// entry share it.
+#[derive(Clone, Default)]
+pub struct Record(std::sync::Arc<std::sync::OnceLock<(LogId, bytes::Bytes)>>);
+
+impl Record {
+    /// The encoding made for `id`, if any.
+    pub fn of(&self, id: &LogId) -> Option<bytes::Bytes> {
+        self.0.get().filter(|(made_for, _)| made_for == id).map(|(_, raw)| raw.clone())
+    }
+
+    pub fn keep(&self, id: LogId, raw: bytes::Bytes) {
+        let _ = self.0.set((id, raw));
+    }
+}
+
+impl std::fmt::Debug for Record {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() { "Record(kept)" } else { "Record(none)" })
+    }
 }
 
 /// openraft logs entries it handles; a proposal shows as its command's kind.

@@ -199,4 +199,27 @@ impl Body {
             Body::Json(Err(_)) => 0,
         }
     }
+
+    /// The stored bytes, which a log may point at its own copy of them.
+    fn bytes_mut(&mut self) -> Option<&mut Bytes> {
+        match self {
+            Body::Bytes(b) => Some(b),
+            Body::Json(Ok(batch)) => Some(&mut batch.text),
+            Body::Empty | Body::Json(Err(_)) => None,
+        }
+    }
+}
+
+impl Command {
+    /// The bytes this command carries to every replica (a body or a
+    /// snapshot): a Raft log that encoded them points them at its record,
+    /// so one copy serves the log, its peers and the stream.
+    pub fn payload_mut(&mut self) -> Option<&mut Bytes> {
+        match self {
+            Command::Create(c) => c.body.bytes_mut(),
+            Command::Append(a) => a.body.bytes_mut(),
+            Command::PublishSnapshot(p) => Some(&mut p.body),
+            _ => None,
+        }
+    }
 }
