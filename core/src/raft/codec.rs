@@ -103,17 +103,16 @@ fn encode_into<T: Serialize>(what: &'static str, value: &T, size_hint: usize) ->
     encode_locating(what, value, size_hint, None).map(|(raw, _)| raw)
 }
 
-/// As `encode_into`, also answering where in the output the bytes of
-/// `watched` (a slice the value holds) were written.
+/// As `encode_into`, also answering where in the output the bytes at
+/// `watched` (address and length of a slice the value holds) were written.
 fn encode_locating<T: Serialize>(
     what: &'static str,
     value: &T,
     size_hint: usize,
-    watched: Option<&[u8]>,
+    watched: Option<(usize, usize)>,
 ) -> Result<(Bytes, Option<usize>), CodecError> {
     let mut out = Vec::with_capacity(size_hint.max(1));
     out.push(VERSION);
-    let watched = watched.map(|w| (w.as_ptr() as usize, w.len()));
     let flavor = SliceCopies { out, watched, found: None };
     postcard::serialize_with_flavor(value, flavor)
         .map(|(out, found)| (Bytes::from(out), found))
@@ -184,12 +183,18 @@ pub fn decode_command(bytes: &[u8]) -> Result<Command, CodecError> {
 /// The entry's record: the one its leader's log made (`record_entry`), or
 /// a fresh encoding.
 pub fn encode_entry(entry: &Entry) -> Result<Bytes, CodecError> {
-    if let EntryPayload::Normal(p) = &entry.payload
-        && let Some(raw) = p.record.of(&entry.log_id)
-    {
-        return Ok(raw);
+    match kept_record(entry) {
+        Some(raw) => Ok(raw),
+        None => encode_entry_locating(entry, None).map(|(raw, _)| raw),
     }
-    encode_entry_locating(entry, None).map(|(raw, _)| raw)
+}
+
+/// The record a log kept with this entry, for its log id.
+fn kept_record(entry: &Entry) -> Option<Bytes> {
+    match &entry.payload {
+        EntryPayload::Normal(p) => p.record.of(&entry.log_id),
+        _ => None,
+    }
 }
 
 /// Encodes the entry a log appends and keeps the record with it, pointing
@@ -197,16 +202,14 @@ pub fn encode_entry(entry: &Entry) -> Result<Bytes, CodecError> {
 /// and every peer's request then share one buffer (three voters encoded
 /// and held each 32 MiB append three times over before).
 pub fn record_entry(entry: &mut Entry) -> Result<Bytes, CodecError> {
-    if let EntryPayload::Normal(p) = &entry.payload
-        && let Some(raw) = p.record.of(&entry.log_id)
-    {
+    if let Some(raw) = kept_record(entry) {
         return Ok(raw);
     }
     let watched = match &mut entry.payload {
-        EntryPayload::Normal(p) => p.command.payload_mut().map(|b| b.clone()),
+        EntryPayload::Normal(p) => p.command.payload_mut().map(|b| (b.as_ptr() as usize, b.len())),
         _ => None,
     };
-    let (raw, at) = encode_entry_locating(entry, watched.as_deref())?;
+    let (raw, at) = encode_entry_locating(entry, watched)?;
     if let EntryPayload::Normal(p) = &mut entry.payload {
         if let (Some(payload), Some(at)) = (p.command.payload_mut(), at) {
             *payload = raw.slice(at..at + payload.len());
@@ -216,7 +219,7 @@ pub fn record_entry(entry: &mut Entry) -> Result<Bytes, CodecError> {
     Ok(raw)
 }
 
-fn encode_entry_locating(entry: &Entry, watched: Option<&[u8]>) -> Result<(Bytes, Option<usize>), CodecError> {
+fn encode_entry_locating(entry: &Entry, watched: Option<(usize, usize)>) -> Result<(Bytes, Option<usize>), CodecError> {
     let payload = match &entry.payload {
         EntryPayload::Blank => PayloadOut::Blank,
         EntryPayload::Normal(p) => PayloadOut::Normal(p),
