@@ -184,14 +184,19 @@ pub(crate) fn wal_options(dir: &Path, wal: &WalConfig, clustered: bool) -> WalOp
     }
 }
 
+/// Under `fsync = "never"`, WAL writes of this many bytes or more are
+/// copied on a thread of their own instead of the Raft thread.
+const LARGE_WAL_WRITE: usize = 512 * 1024;
+
 /// Opens the node's WAL in `raft-log` under `dir`, with what it recovered.
 pub(crate) fn open_wal(dir: &Path, wal: &WalConfig, clustered: bool) -> anyhow::Result<(Wal, Recovered)> {
     let options = wal_options(dir, wal, clustered);
     // With `never` an append is a copy into the page cache, cheaper on the
     // Raft thread than a hand-off to a writer thread and back (0.88-0.91x
-    // CPU per append in an A/B); `always` keeps its fsyncs off that thread.
+    // CPU per append in an A/B), except a large one, which would hold every
+    // group's heartbeats; `always` keeps its fsyncs off that thread.
     let opened = match options.fsync {
-        Fsync::Never => Wal::open_inline(options),
+        Fsync::Never => Wal::open_inline_with_helper(options, LARGE_WAL_WRITE),
         Fsync::Always => Wal::open(options),
     };
     let (wal, recovered) = opened.with_context(|| format!("opening the WAL in {}", dir.display()))?;

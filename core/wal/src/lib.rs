@@ -32,7 +32,7 @@
 //! - `index`: what the journal holds, in memory.
 //! - `recover`: replaying segments at open; torn tails and corruption.
 //! - `writer`: the writer thread: group commit, rotation, compaction, reclaim.
-//! - `inline`: the writer run on the callers' threads, for simulation.
+//! - `inline`: the writer run on the callers' threads (simulation, `Fsync::Never`).
 //! - `error`: [`WalError`].
 
 mod error;
@@ -327,7 +327,7 @@ struct Inner {
 /// Who runs the writer.
 enum Runner {
     Thread { thread: Mutex<Option<JoinHandle<()>>>, id: ThreadId },
-    Inline(InlineWriter),
+    Inline(Arc<InlineWriter>),
 }
 
 impl Inner {
@@ -341,10 +341,11 @@ impl Inner {
     /// Queues `op`; an inline writer writes it (and whatever else waits)
     /// before this returns. `Err` gives back what could not be queued.
     fn queue(&self, tx: &Sender<Op>, op: Op) -> Result<(), Op> {
+        let weight = op.weight();
         tx.send(op).map_err(|e| e.0)?;
         if let Some(writer) = self.inline() {
             writer.queued();
-            writer.run_queued();
+            writer.run_or_hand_off(weight);
         }
         Ok(())
     }
@@ -412,6 +413,17 @@ impl Wal {
         let (shared, tx, writer, recovered) = Self::prepare(&options)?;
         let runner = Runner::Inline(InlineWriter::new(writer));
         let inner = Inner { shared, tx: RwLock::new(Some(tx)), runner };
+        Ok((Wal { inner: Arc::new(inner) }, recovered))
+    }
+
+    /// As `open_inline`, but a request of `large` bytes or more (payloads
+    /// and frame headers) is written on a helper thread, with whatever is
+    /// queued behind it until the helper is done: a caller's thread is not
+    /// held for a large copy. Callbacks then run on either thread.
+    pub fn open_inline_with_helper(options: WalOptions, large: usize) -> Result<(Wal, Recovered), WalError> {
+        let (shared, tx, writer, recovered) = Self::prepare(&options)?;
+        let inline = InlineWriter::with_helper(writer, large).map_err(WalError::io(&options.dir))?;
+        let inner = Inner { shared, tx: RwLock::new(Some(tx)), runner: Runner::Inline(inline) };
         Ok((Wal { inner: Arc::new(inner) }, recovered))
     }
 

@@ -80,7 +80,7 @@ impl Op {
     }
 
     /// Roughly the bytes the request adds to a batch.
-    fn weight(&self) -> usize {
+    pub(crate) fn weight(&self) -> usize {
         match self {
             Op::Append { entries, .. } => entries.iter().map(|(_, p)| p.len() + frame::HEADER).sum(),
             Op::State { value: b, .. } | Op::Purge { marker: b, .. } => b.len() + frame::HEADER,
