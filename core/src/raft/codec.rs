@@ -180,8 +180,8 @@ pub fn decode_command(bytes: &[u8]) -> Result<Command, CodecError> {
     decode("forwarded command", bytes)
 }
 
-/// The entry's record: the one its leader's log made (`record_entry`), or
-/// a fresh encoding.
+/// The entry's record: the one its leader's log made (`record_entry`) or
+/// its peer sent, or a fresh encoding.
 pub fn encode_entry(entry: &Entry) -> Result<Bytes, CodecError> {
     match kept_record(entry) {
         Some(raw) => Ok(raw),
@@ -227,6 +227,29 @@ fn encode_entry_locating(entry: &Entry, watched: Option<(usize, usize)>) -> Resu
     };
     let entry_out = (LogIdRepr::from(&entry.log_id), payload);
     encode_locating("log entry", &entry_out, entry_size_hint(entry), watched)
+}
+
+/// Decodes an entry a peer sent, keeping `raw` with it for the log's
+/// write (`record_entry` hands it back) instead of an encoding of its own;
+/// the log then forgets it (`forget_received`). The body is a copy: a
+/// slice of the request would hold the whole request for as long as the
+/// entry's bytes stay hot.
+pub fn decode_received_entry(raw: &Bytes) -> Result<Entry, CodecError> {
+    let entry = decode_entry(raw)?;
+    if let EntryPayload::Normal(p) = &entry.payload {
+        p.record.keep_received(entry.log_id, raw.clone());
+    }
+    Ok(entry)
+}
+
+/// Drops a received record (`decode_received_entry`) once written: the
+/// log keeps the entry, and it must not hold its peer's request.
+pub fn forget_received(entry: &mut Entry) {
+    if let EntryPayload::Normal(p) = &mut entry.payload
+        && p.record.is_received()
+    {
+        p.record = super::types::Record::default();
+    }
 }
 
 pub fn decode_entry(bytes: &[u8]) -> Result<Entry, CodecError> {
@@ -441,6 +464,46 @@ mod tests {
         let again = encode_entry(&other).expect("encodes");
         assert_ne!(again.as_ptr(), record.as_ptr());
         assert_eq!(decode_entry(&again).expect("decodes").log_id, other.log_id);
+    }
+
+    /// A follower writes the bytes its leader sent instead of encoding the
+    /// entry again, and keeps neither them nor a body pointing into them.
+    #[test]
+    fn a_received_entry_is_written_as_received_and_then_forgotten() {
+        let append = ursula_stream::AppendStream {
+            key: StreamKey::parse("bucket-1", "s").expect("valid key"),
+            content_type: None,
+            body: ursula_stream::Body::Bytes(Bytes::from(vec![5u8; 50_000])),
+            close: false,
+            stream_seq: None,
+            producer: None,
+            expect: None,
+        };
+        let log_id = LogId::new(CommittedLeaderId::new(2, 1), 4);
+        let sent = Entry { log_id, payload: EntryPayload::Normal(Proposal::new(7, Command::Append(append))) };
+        // As a request carries it: one entry among others in one buffer.
+        let mut request = b"other entries".to_vec();
+        request.extend_from_slice(&encode_entry(&sent).expect("encodes"));
+        let request = Bytes::from(request);
+        let raw = request.slice(13..);
+
+        let mut entry = decode_received_entry(&raw).expect("decodes");
+        let EntryPayload::Normal(Proposal { command: Command::Append(a), .. }) = &entry.payload else {
+            panic!("an append")
+        };
+        let ursula_stream::Body::Bytes(body) = &a.body else { panic!("a byte body") };
+        assert!(!request.as_ptr_range().contains(&body.as_ptr()), "the body is a copy, not a slice of the request");
+        let written = record_entry(&mut entry).expect("a record");
+        assert_eq!(written.as_ptr(), raw.as_ptr(), "the log writes the received bytes");
+        forget_received(&mut entry);
+        let again = encode_entry(&entry).expect("encodes");
+        assert_ne!(again.as_ptr(), raw.as_ptr(), "nothing of the request is kept");
+        assert_eq!(again, raw, "and an encoding of its own is the same bytes");
+        // A leader's own record is not forgotten.
+        let mut own = sent.clone();
+        let kept = record_entry(&mut own).expect("a record");
+        forget_received(&mut own);
+        assert_eq!(encode_entry(&own).expect("encodes").as_ptr(), kept.as_ptr());
     }
 
     #[test]

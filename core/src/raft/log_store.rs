@@ -188,6 +188,7 @@ impl GroupLog {
         for mut entry in entries {
             let raw = codec::record_entry(&mut entry)
                 .map_err(|e| io_err(format_args!("writing entry {}", entry.log_id), &e))?;
+            codec::forget_received(&mut entry);
             // Membership batches are always fsynced (spec/07, raft.wal.fsync).
             sync |= matches!(entry.payload, EntryPayload::Membership(_));
             let index = entry.log_id.index;

@@ -47,7 +47,7 @@ pub fn append_request_from(req: pb::AppendEntriesRequest) -> Result<AppendEntrie
     Ok(AppendEntriesRequest {
         vote: vote_from(req.vote)?,
         prev_log_id: req.prev_log_id.map(log_id_from),
-        entries: req.entries.iter().map(|b| codec::decode_entry(b)).collect::<Result<_, _>>()?,
+        entries: req.entries.iter().map(codec::decode_received_entry).collect::<Result<_, _>>()?,
         leader_commit: req.leader_commit.map(log_id_from),
     })
 }

@@ -13,7 +13,8 @@ pub struct Proposal {
     pub now_ms: u64,
     pub command: Command,
     /// Its entry's record, once the leader's log encoded it: each peer's
-    /// request sends it as is (`codec::encode_entry`). Never persisted.
+    /// request sends it as is (`codec::encode_entry`); or as a follower
+    /// received it, until its log wrote it. Never persisted.
     #[serde(skip)]
     pub record: Record,
 }
@@ -27,22 +28,43 @@ impl Proposal {
 /// An entry's encoding, kept with the log id it was made for; clones of the
 /// entry share it.
 #[derive(Clone, Default)]
-pub struct Record(std::sync::Arc<std::sync::OnceLock<(LogId, bytes::Bytes)>>);
+pub struct Record(std::sync::Arc<std::sync::OnceLock<Kept>>);
+
+struct Kept {
+    id: LogId,
+    raw: bytes::Bytes,
+    /// A slice of a peer's request, which holds many entries: not to be
+    /// kept past the log's write.
+    received: bool,
+}
 
 impl Record {
-    /// The encoding made for `id`, if any.
+    /// The encoding made or received for `id`, if any.
     pub fn of(&self, id: &LogId) -> Option<bytes::Bytes> {
-        self.0.get().filter(|(made_for, _)| made_for == id).map(|(_, raw)| raw.clone())
+        self.0.get().filter(|k| k.id == *id).map(|k| k.raw.clone())
     }
 
     pub fn keep(&self, id: LogId, raw: bytes::Bytes) {
-        let _ = self.0.set((id, raw));
+        let _ = self.0.set(Kept { id, raw, received: false });
+    }
+
+    /// Keeps the bytes a peer sent for the entry, for its log to write.
+    pub fn keep_received(&self, id: LogId, raw: bytes::Bytes) {
+        let _ = self.0.set(Kept { id, raw, received: true });
+    }
+
+    pub fn is_received(&self) -> bool {
+        self.0.get().is_some_and(|k| k.received)
     }
 }
 
 impl std::fmt::Debug for Record {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.get().is_some() { "Record(kept)" } else { "Record(none)" })
+        f.write_str(match self.0.get() {
+            Some(k) if k.received => "Record(received)",
+            Some(_) => "Record(kept)",
+            None => "Record(none)",
+        })
     }
 }
 
