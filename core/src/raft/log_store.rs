@@ -158,17 +158,23 @@ impl GroupLog {
         }
     }
 
-    /// Entry `index` from the journal, with its encoded size.
+    /// Entry `index` from the journal, with its encoded size. Its record is
+    /// kept with it: a peer's request sends those bytes instead of a new
+    /// encoding (a follower catching up from disk cost a decode and an
+    /// encode of every entry).
     fn read_from_disk(&self, index: u64) -> Result<(Entry, usize), io::Error> {
-        let doing = format!("reading log entry {index}");
+        let doing = || format!("reading log entry {index}");
         let raw = self
             .wal
             .read(self.group, index)
-            .map_err(|e| io_err(&doing, &e))?
-            .ok_or_else(|| io_err(&doing, &"the entry is missing from the WAL"))?;
+            .map_err(|e| io_err(doing(), &e))?
+            .ok_or_else(|| io_err(doing(), &"the entry is missing from the WAL"))?;
         self.reads.cache_misses.fetch_add(1, Ordering::Relaxed);
         self.reads.disk_read_bytes.fetch_add(raw.len() as u64, Ordering::Relaxed);
-        let entry = codec::decode_entry(&raw).map_err(|e| io_err(&doing, &e))?;
+        let entry = codec::decode_entry(&raw).map_err(|e| io_err(doing(), &e))?;
+        if let EntryPayload::Normal(p) = &entry.payload {
+            p.record.keep(entry.log_id, raw.clone());
+        }
         Ok((entry, raw.len()))
     }
 
@@ -555,6 +561,27 @@ mod tests {
         assert_eq!(count(log.read_entries(4..11, 0)), 1, "the first entry always comes");
         assert_eq!(count(log.read_entries(1..11, usize::MAX)), 10);
         assert_eq!(log.limited_get_log_entries(1, 11).await.expect("a read").len(), 10, "small entries fit");
+        wal.close().expect("closing the WAL");
+    }
+
+    /// An entry read back from disk carries the journal's bytes as its
+    /// record, which a peer's request then sends as they are.
+    #[tokio::test]
+    async fn an_entry_read_from_disk_keeps_its_record() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let (wal, mut log) = open(dir.path());
+        let key = ursula_stream::StreamKey::parse("bucket-1", "s").expect("a key");
+        let delete = ursula_stream::Command::Delete(ursula_stream::DeleteStream { key, expect: None });
+        let log_id = entry(1, 1).log_id;
+        let normal = Entry { log_id, payload: EntryPayload::Normal(super::super::types::Proposal::new(5, delete)) };
+        let encoded = codec::encode_entry(&normal).expect("an entry");
+        append(&mut log, vec![normal]).await.expect("the writer").expect("the write");
+        let read = log.read_entries(1..2, usize::MAX).expect("a read");
+        assert_eq!(log.figures().cache_misses, 1, "read from disk");
+        let EntryPayload::Normal(p) = &read[0].payload else { panic!("a proposal") };
+        let kept = p.record.of(&log_id).expect("its record is kept");
+        assert_eq!(kept, encoded);
+        assert_eq!(codec::encode_entry(&read[0]).expect("an entry").as_ptr(), kept.as_ptr());
         wal.close().expect("closing the WAL");
     }
 
