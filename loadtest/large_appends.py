@@ -61,17 +61,21 @@ def main():
                 return
         sys.exit(f"cannot create {path}")
 
-    large = "/bench/large"
-    create(large)
-    leader = leader_of(large)
-    small = []
+    streams = []
     for i in range(40):
         path = f"/bench/s{i}"
         create(path)
-        if leader_of(path) == leader and group_of(path) != group_of(large):
-            small.append(path)
-    if not small:
-        sys.exit("no stream of another group on the large stream's leader")
+        streams.append((path, leader_of(path)))
+    # A large stream whose leader also leads another group.
+    for i in range(20):
+        large = f"/bench/large{i}"
+        create(large)
+        leader = leader_of(large)
+        small = [p for p, lead in streams if lead == leader and group_of(p) != group_of(large)]
+        if small:
+            break
+    else:
+        sys.exit("no voter leads two groups")
     print("leader", leader, "small streams on it:", len(small))
 
     body = bytes(range(256)) * (32 * 4096)
