@@ -64,26 +64,24 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl InlineWriter {
-    pub(crate) fn new(writer: Writer) -> Arc<InlineWriter> {
-        Arc::new(InlineWriter { writer: Mutex::new(Some(writer)), queued: AtomicIsize::new(0), helper: None })
-    }
-
-    /// As `new`, with requests of `from_weight` bytes or more written on a
-    /// helper thread.
-    pub(crate) fn with_helper(writer: Writer, from_weight: usize) -> std::io::Result<Arc<InlineWriter>> {
+    /// The writer, with requests of `large` bytes or more (payloads and
+    /// frame headers) written on a helper thread when it is set.
+    pub(crate) fn new(writer: Writer, large: Option<usize>) -> std::io::Result<Arc<InlineWriter>> {
         let signal = Arc::new(Signal::default());
-        let helper = Helper { from_weight, signal: signal.clone(), thread: Mutex::new(None) };
-        let inline = Arc::new(InlineWriter {
-            writer: Mutex::new(Some(writer)),
-            queued: AtomicIsize::new(0),
-            helper: Some(helper),
-        });
-        let weak = Arc::downgrade(&inline);
-        let thread = std::thread::Builder::new().name("ursula-wal-large".into()).spawn(move || help(&signal, &weak))?;
+        let helper = large.map(|from_weight| Helper { from_weight, signal: signal.clone(), thread: Mutex::new(None) });
+        let inline = Arc::new(InlineWriter { writer: Mutex::new(Some(writer)), queued: AtomicIsize::new(0), helper });
         if let Some(h) = &inline.helper {
+            let weak = Arc::downgrade(&inline);
+            let thread =
+                std::thread::Builder::new().name("ursula-wal-large".into()).spawn(move || help(&signal, &weak))?;
             *lock(&h.thread) = Some(thread);
         }
         Ok(inline)
+    }
+
+    /// Whether a request's weight decides where it is written.
+    pub(crate) fn hands_off(&self) -> bool {
+        self.helper.is_some()
     }
 
     /// Counts a request just sent.

@@ -341,7 +341,8 @@ impl Inner {
     /// Queues `op`; an inline writer writes it (and whatever else waits)
     /// before this returns. `Err` gives back what could not be queued.
     fn queue(&self, tx: &Sender<Op>, op: Op) -> Result<(), Op> {
-        let weight = op.weight();
+        // Weighed only where the weight decides who writes it.
+        let weight = if self.inline().is_some_and(|w| w.hands_off()) { op.weight() } else { 0 };
         tx.send(op).map_err(|e| e.0)?;
         if let Some(writer) = self.inline() {
             writer.queued();
@@ -410,10 +411,7 @@ impl Wal {
     /// rare requests that fsync (states, synced appends, a rotation) then
     /// wait on the caller's thread.
     pub fn open_inline(options: WalOptions) -> Result<(Wal, Recovered), WalError> {
-        let (shared, tx, writer, recovered) = Self::prepare(&options)?;
-        let runner = Runner::Inline(InlineWriter::new(writer));
-        let inner = Inner { shared, tx: RwLock::new(Some(tx)), runner };
-        Ok((Wal { inner: Arc::new(inner) }, recovered))
+        Self::open_inline_runner(options, None)
     }
 
     /// As `open_inline`, but a request of `large` bytes or more (payloads
@@ -421,8 +419,12 @@ impl Wal {
     /// queued behind it until the helper is done: a caller's thread is not
     /// held for a large copy. Callbacks then run on either thread.
     pub fn open_inline_with_helper(options: WalOptions, large: usize) -> Result<(Wal, Recovered), WalError> {
+        Self::open_inline_runner(options, Some(large))
+    }
+
+    fn open_inline_runner(options: WalOptions, large: Option<usize>) -> Result<(Wal, Recovered), WalError> {
         let (shared, tx, writer, recovered) = Self::prepare(&options)?;
-        let inline = InlineWriter::with_helper(writer, large).map_err(WalError::io(&options.dir))?;
+        let inline = InlineWriter::new(writer, large).map_err(WalError::io(&options.dir))?;
         let inner = Inner { shared, tx: RwLock::new(Some(tx)), runner: Runner::Inline(inline) };
         Ok((Wal { inner: Arc::new(inner) }, recovered))
     }
