@@ -185,7 +185,10 @@ async fn serve<E: GroupEngine>(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let cold = match &config.cold {
-        Some(c) => Some(Arc::new(crate::cold::Cold::open(c.clone(), engine.group_count()).await?)),
+        Some(c) => {
+            let io_workers = crate::cold::io::ColdIo::workers_for(config.core_count);
+            Some(Arc::new(crate::cold::Cold::open(c.clone(), engine.group_count(), io_workers).await?))
+        }
         None => None,
     };
     let flusher = cold.clone().map(|c| tokio::spawn(crate::cold::flush::run(engine.clone(), c, me.node_id)));

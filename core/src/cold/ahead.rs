@@ -86,7 +86,7 @@ impl Cold {
         .boxed()
         .shared();
         in_flight.0.insert(key, (len, pending.clone()));
-        tokio::spawn(pending);
+        self.spawn_io(async move { drop(pending.await) });
         Ahead::Started
     }
 

@@ -4,6 +4,7 @@
 //!
 //! Module map:
 //! - `store`: the `ColdStore` trait and its in-memory implementation.
+//! - `io`: the tier's own threads, where store requests and checks run.
 //! - `s3`: the S3 implementation on `aws-sdk-s3`.
 //! - `read`: materializing a read plan's cold slices (fetch, check, cut).
 //! - `ahead`: read-ahead of what a sequential reader takes next.
@@ -20,6 +21,7 @@ pub mod blocks;
 pub mod compact;
 pub mod flush;
 pub mod gc;
+pub mod io;
 pub mod parts;
 pub mod pieces;
 pub mod read;
@@ -95,6 +97,9 @@ pub struct Cold {
     pub parts: parts::PartsState,
     /// The zero of `ColdStats`' write times.
     born: std::time::Instant,
+    /// The tier's threads (`io`); without them (unit tests) its work runs
+    /// on the caller's runtime.
+    io: Option<Arc<io::ColdIo>>,
 }
 
 /// A cached run of cold bytes: a whole span, or one block of one.
@@ -184,6 +189,30 @@ impl Cold {
             stats: ColdStats::default(),
             parts: parts::PartsState::default(),
             born: std::time::Instant::now(),
+            io: None,
+        }
+    }
+
+    /// `work` on the tier's threads when it has them, else where it is called.
+    async fn on_io<T, F>(&self, work: F) -> Result<T, ColdError>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = Result<T, ColdError>> + Send + 'static,
+    {
+        match &self.io {
+            Some(io) => io.run(work).await,
+            None => work.await,
+        }
+    }
+
+    /// `work` started on the tier's threads when it has them, else on the caller's runtime.
+    fn spawn_io<F>(&self, work: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        match &self.io {
+            Some(io) => io.spawn(work),
+            None => drop(tokio::spawn(work)),
         }
     }
 
@@ -219,13 +248,21 @@ impl Cold {
         self.hot.get(group as usize).map_or(0, |h| h.load(Relaxed))
     }
 
-    /// Builds the configured store (S3 clients resolve credentials here).
-    pub async fn open(config: ColdConfig, groups: u32) -> anyhow::Result<Cold> {
+    /// Builds the configured store (S3 clients resolve credentials here)
+    /// and the tier's `io_workers` threads, where every request to it runs.
+    pub async fn open(config: ColdConfig, groups: u32, io_workers: usize) -> anyhow::Result<Cold> {
         let store: Arc<dyn ColdStore> = match &config.backend {
             ColdBackend::Memory => Arc::new(MemoryColdStore::default()),
             ColdBackend::S3(s3) => Arc::new(s3::S3ColdStore::connect(s3).await?),
         };
-        Ok(Cold::new(store, config, groups))
+        Ok(Cold::with_io(store, config, groups, io::ColdIo::start(io_workers)?))
+    }
+
+    /// A tier over `store` whose requests, and the checks of what they
+    /// fetch, run on `io`'s threads.
+    pub fn with_io(store: Arc<dyn ColdStore>, config: ColdConfig, groups: u32, io: Arc<io::ColdIo>) -> Cold {
+        let store: Arc<dyn ColdStore> = Arc::new(io::OnColdIo::new(store, io.clone()));
+        Cold { io: Some(io), ..Cold::new(store, config, groups) }
     }
 
     /// Whether a write of `group` must wait for the flush (`503 COLD_BACKPRESSURE`).

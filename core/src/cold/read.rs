@@ -267,12 +267,19 @@ impl Cold {
         Ok(pieces::slice(&fetched, lo as usize, hi as usize))
     }
 
-    /// The stream bytes of `slices`, in order. Each slice is fetched and
-    /// checked in a task of its own, so a read of several spans receives
-    /// and hashes them on every worker thread at once; the tasks end
-    /// (aborted) with the read.
+    /// The stream bytes of `slices`, in order, fetched and checked on the
+    /// tier's threads (`io`): the thread serving the read only sends them.
     #[tracing::instrument(name = "cold.fetch", level = "debug", skip_all, fields(slices = slices.len()))]
     async fn fetch(self: &Arc<Self>, slices: &[ColdSlice]) -> Result<Vec<Bytes>, ColdError> {
+        let (me, slices) = (self.clone(), slices.to_vec());
+        self.on_io(async move { me.fetch_here(&slices).await }).await
+    }
+
+    /// `fetch` on this thread. Each slice is fetched and checked in a task
+    /// of its own, so a read of several spans receives and hashes them on
+    /// every thread of the runtime at once; the tasks end (aborted) with
+    /// the read.
+    async fn fetch_here(self: &Arc<Self>, slices: &[ColdSlice]) -> Result<Vec<Bytes>, ColdError> {
         if let [one] = slices {
             return self.slice_bytes(one).await;
         }
@@ -367,5 +374,71 @@ mod tests {
         let held: u64 = spans.iter().filter(|s| cold.cache.contains_key(&CacheKey::span(s))).map(|s| s.len).sum();
         assert!(held <= 1024 * 1024, "a 1 MiB cache holds {held} bytes");
         assert!(held > 0, "the cache keeps the latest spans");
+    }
+
+    /// A memory store whose ranged reads note whether they ran on a cold thread.
+    #[derive(Default)]
+    struct Where {
+        inner: MemoryColdStore,
+        on_cold_threads: std::sync::Mutex<Vec<bool>>,
+    }
+
+    impl ColdStore for Where {
+        fn put<'a>(&'a self, key: &'a str, body: Bytes) -> super::super::store::ColdResult<'a, ()> {
+            self.inner.put(key, body)
+        }
+        fn get_range<'a>(&'a self, key: &'a str, offset: u64, len: u64) -> super::super::store::ColdResult<'a, Bytes> {
+            self.on_cold_threads.lock().expect("noted").push(super::super::io::ColdIo::here());
+            self.inner.get_range(key, offset, len)
+        }
+        fn get<'a>(&'a self, key: &'a str) -> super::super::store::ColdResult<'a, Bytes> {
+            self.inner.get(key)
+        }
+        fn delete<'a>(&'a self, key: &'a str) -> super::super::store::ColdResult<'a, ()> {
+            self.inner.delete(key)
+        }
+        fn delete_batch<'a>(&'a self, keys: &'a [String]) -> super::super::store::ColdResult<'a, Vec<String>> {
+            self.inner.delete_batch(keys)
+        }
+        fn size<'a>(&'a self, key: &'a str) -> super::super::store::ColdResult<'a, u64> {
+            self.inner.size(key)
+        }
+        fn list<'a>(&'a self, prefix: &'a str) -> super::super::store::ColdResult<'a, Vec<String>> {
+            self.inner.list(prefix)
+        }
+        fn list_sized<'a>(&'a self, prefix: &'a str) -> super::super::store::ColdResult<'a, Vec<(String, u64)>> {
+            self.inner.list_sized(prefix)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_read_fetches_and_checks_its_slices_on_the_cold_threads() {
+        const SPAN: u64 = 256 * 1024;
+        let store = Arc::new(Where::default());
+        let io = super::super::io::ColdIo::start(1).expect("cold threads");
+        // The store itself is not moved to the cold threads (as `with_io`
+        // would): only the read's own routing puts its fetches there.
+        let cold = Arc::new(Cold { io: Some(io), ..Cold::new(store.clone(), super::super::tests::config(), 1) });
+        let mut slices = Vec::new();
+        for i in 0..3u64 {
+            let bytes = Bytes::from(vec![b'a' + i as u8; SPAN as usize]);
+            let object = format!("o{i}");
+            store.inner.put(&object, bytes.clone()).await.expect("put");
+            let digest = *blake3::hash(&bytes).as_bytes();
+            let span = ColdSpan { start: i * SPAN, len: SPAN, object, object_offset: 0, digest };
+            slices.push(ursula_stream::ColdSlice { from: span.start + 10, to: span.end(), span });
+        }
+        let got = super::super::pieces::join(cold.fetch(&slices).await.expect("read"));
+        assert_eq!(got.len() as u64, 3 * (SPAN - 10));
+        assert!(got[..(SPAN - 10) as usize].iter().all(|&b| b == b'a'));
+        assert!(got[(SPAN - 10) as usize..].starts_with(b"bb"));
+        assert!(got.ends_with(b"cc"));
+        let one = cold.fetch(&slices[..1]).await.expect("one slice");
+        assert_eq!(super::super::pieces::join(one).len() as u64, SPAN - 10);
+        let noted = store.on_cold_threads.lock().expect("noted").clone();
+        assert_eq!(noted, vec![true; 4], "every fetch ran on the cold threads");
+        // A damaged object is refused there as here.
+        store.inner.put("o1", Bytes::from(vec![b'x'; SPAN as usize])).await.expect("put");
+        assert_eq!(cold.fetch(&slices[1..2]).await, Err(super::super::ColdError::Corrupt("o1".into())));
     }
 }
