@@ -48,6 +48,13 @@ pub async fn run_with_clock(
             None => Ok(()),
         }
     };
+    // One set of cold threads for every S3 client of the node (the cold
+    // tier's and the Raft snapshot store's), made only when one is used.
+    let snapshots_on_s3 = matches!(&config.engine, EngineConfig::Raft(r) if r.snapshot_store.is_some());
+    let cold_io = match config.cold.is_some() || snapshots_on_s3 {
+        true => Some(crate::cold::io::ColdIo::start(crate::cold::io::ColdIo::workers_for(config.core_count))?),
+        false => None,
+    };
     match &config.engine {
         EngineConfig::Memory => {
             marking.await?;
@@ -55,7 +62,7 @@ pub async fn run_with_clock(
             // Without `server.cluster_id` a node without a WAL gets a new id per start.
             let cluster_id = config.cluster_id.clone().unwrap_or_else(raft::generate_cluster_id);
             let me = Me { node_id: 1, client_url: None, raft_routes: None };
-            serve(config, listener, engine, cluster_id, me, shutdown).await
+            serve(config, listener, engine, cluster_id, me, cold_io, shutdown).await
         }
         EngineConfig::Raft(raft_config) => {
             // Raft groups run on their own runtime, apart from the HTTP
@@ -69,7 +76,9 @@ pub async fn run_with_clock(
                 .build()
                 .context("starting the Raft runtime")?;
             let (c, r) = (config.clone(), raft_config.clone());
-            let started = runtime.spawn(async move { raft::start(&c, &r, clock).await }).await.context("Raft startup");
+            let io = cold_io.clone();
+            let started =
+                runtime.spawn(async move { raft::start(&c, &r, clock, io).await }).await.context("Raft startup");
             let mut node = match started {
                 Ok(Ok(node)) => node,
                 // A runtime may not be dropped inside another one: stop it first.
@@ -102,7 +111,7 @@ pub async fn run_with_clock(
                 shutdown.await;
                 node_ref.hand_off(peer_timeout).await;
             };
-            let served = serve(config, listener, engine, cluster_id, me, handing_off).await;
+            let served = serve(config, listener, engine, cluster_id, me, cold_io, handing_off).await;
             let stopped = runtime.spawn(node.shutdown()).await.context("Raft shutdown");
             runtime.shutdown_background();
             served?;
@@ -182,14 +191,12 @@ async fn serve<E: GroupEngine>(
     engine: Arc<E>,
     cluster_id: String,
     me: Me,
+    cold_io: Option<Arc<crate::cold::io::ColdIo>>,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let cold = match &config.cold {
-        Some(c) => {
-            let io_workers = crate::cold::io::ColdIo::workers_for(config.core_count);
-            Some(Arc::new(crate::cold::Cold::open(c.clone(), engine.group_count(), io_workers).await?))
-        }
-        None => None,
+    let cold = match (&config.cold, cold_io) {
+        (Some(c), Some(io)) => Some(Arc::new(crate::cold::Cold::open(c.clone(), engine.group_count(), io).await?)),
+        _ => None,
     };
     let flusher = cold.clone().map(|c| tokio::spawn(crate::cold::flush::run(engine.clone(), c, me.node_id)));
     let store_gate = cold.as_ref().and_then(|c| engine.watch_cold(c));

@@ -248,14 +248,14 @@ impl Cold {
         self.hot.get(group as usize).map_or(0, |h| h.load(Relaxed))
     }
 
-    /// Builds the configured store (S3 clients resolve credentials here)
-    /// and the tier's `io_workers` threads, where every request to it runs.
-    pub async fn open(config: ColdConfig, groups: u32, io_workers: usize) -> anyhow::Result<Cold> {
+    /// Builds the configured store (S3 clients resolve credentials here),
+    /// every request to it run on `io`'s threads.
+    pub async fn open(config: ColdConfig, groups: u32, io: Arc<io::ColdIo>) -> anyhow::Result<Cold> {
         let store: Arc<dyn ColdStore> = match &config.backend {
             ColdBackend::Memory => Arc::new(MemoryColdStore::default()),
             ColdBackend::S3(s3) => Arc::new(s3::S3ColdStore::connect(s3).await?),
         };
-        Ok(Cold::with_io(store, config, groups, io::ColdIo::start(io_workers)?))
+        Ok(Cold::with_io(store, config, groups, io))
     }
 
     /// A tier over `store` whose requests, and the checks of what they

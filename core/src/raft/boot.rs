@@ -261,7 +261,14 @@ async fn probe_peers(
     Ok(())
 }
 
-pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>) -> anyhow::Result<RaftNode> {
+/// `cold_io`: the threads the S3 snapshot store's requests run on (the
+/// node's cold threads), set when `raft.snapshot_store` is.
+pub async fn start(
+    config: &NodeConfig,
+    raft: &RaftConfig,
+    clock: Arc<dyn Clock>,
+    cold_io: Option<Arc<crate::cold::io::ColdIo>>,
+) -> anyhow::Result<RaftNode> {
     let (dir, temporary) = wal_dir(raft)?;
     // spec/35: a directory of another format epoch is refused before anything is written.
     // A directory without journal bytes has nothing to protect: it is
@@ -277,7 +284,7 @@ pub async fn start(config: &NodeConfig, raft: &RaftConfig, clock: Arc<dyn Clock>
     let settings = raft_settings(raft)?;
     let objects = match &raft.snapshot_store {
         Some(store) if !raft.peers.is_empty() => Some(Arc::new(
-            SnapshotStore::connect(store, raft.node_id, config.group_count, raft.install_snapshot_timeout)
+            SnapshotStore::connect(store, raft.node_id, config.group_count, raft.install_snapshot_timeout, cold_io)
                 .await
                 .context("connecting the S3 snapshot store")?,
         )),

@@ -84,7 +84,8 @@ async fn lone_voter(groups: u32) -> (tempfile::TempDir, RaftNode) {
     let text = format!("[raft]\ngroup_count = {groups}\n[raft.wal]\npath = {:?}\n", dir.path());
     let config = crate::config::from_text(&text, &CliOverrides::default()).expect("settings");
     let EngineConfig::Raft(raft) = &config.engine else { panic!("a WAL path runs Raft") };
-    let node = start(&config, raft, std::sync::Arc::new(crate::clock::SystemClock)).await.expect("the node starts");
+    let node =
+        start(&config, raft, std::sync::Arc::new(crate::clock::SystemClock), None).await.expect("the node starts");
     (dir, node)
 }
 pub use engine::RaftEngine;

@@ -133,8 +133,14 @@ impl SnapshotStore {
         node_id: u64,
         groups: u32,
         install_timeout: Duration,
+        io: Option<Arc<crate::cold::io::ColdIo>>,
     ) -> anyhow::Result<SnapshotStore> {
-        let store: Arc<dyn ColdStore> = Arc::new(S3ColdStore::connect(&config.s3).await?);
+        let mut store: Arc<dyn ColdStore> = Arc::new(S3ColdStore::connect(&config.s3).await?);
+        // Uploads of whole group states (their signing, hashing and socket
+        // copies) and the downloads of installs stay off the Raft threads.
+        if let Some(io) = io {
+            store = Arc::new(crate::cold::io::OnColdIo::new(store, io));
+        }
         Ok(SnapshotStore::new(store, &config.prefix, node_id, groups, install_timeout))
     }
 
