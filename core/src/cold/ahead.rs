@@ -112,54 +112,33 @@ mod tests {
     use tokio::sync::Semaphore;
     use ursula_stream::ColdSpan;
 
-    use super::super::store::{ColdResult, ColdStore, MemoryColdStore};
+    use super::super::store::{ColdStore, MemoryColdStore, RangeHook};
     use super::super::{CacheKey, Cold, ColdConfig};
 
     const SPAN: u64 = 64 * 1024;
 
-    /// A memory store whose ranged reads wait for a permit each, counted.
+    /// What the tier's store does on each ranged read: count it, then
+    /// wait for a permit.
     struct Gated {
-        inner: MemoryColdStore,
         gate: Semaphore,
         gets: AtomicU64,
-    }
-
-    impl ColdStore for Gated {
-        fn put<'a>(&'a self, key: &'a str, body: Bytes) -> ColdResult<'a, ()> {
-            self.inner.put(key, body)
-        }
-        fn get_range<'a>(&'a self, key: &'a str, offset: u64, len: u64) -> ColdResult<'a, Bytes> {
-            Box::pin(async move {
-                self.gets.fetch_add(1, Relaxed);
-                self.gate.acquire().await.expect("gate").forget();
-                self.inner.get_range(key, offset, len).await
-            })
-        }
-        fn get<'a>(&'a self, key: &'a str) -> ColdResult<'a, Bytes> {
-            self.inner.get(key)
-        }
-        fn delete<'a>(&'a self, key: &'a str) -> ColdResult<'a, ()> {
-            self.inner.delete(key)
-        }
-        fn delete_batch<'a>(&'a self, keys: &'a [String]) -> ColdResult<'a, Vec<String>> {
-            self.inner.delete_batch(keys)
-        }
-        fn size<'a>(&'a self, key: &'a str) -> ColdResult<'a, u64> {
-            self.inner.size(key)
-        }
-        fn list<'a>(&'a self, prefix: &'a str) -> ColdResult<'a, Vec<String>> {
-            self.inner.list(prefix)
-        }
-        fn list_sized<'a>(&'a self, prefix: &'a str) -> ColdResult<'a, Vec<(String, u64)>> {
-            self.inner.list_sized(prefix)
-        }
     }
 
     /// A tier over a gated store holding `n` spans of `SPAN` bytes (the
     /// first `bad` of them recorded with a wrong digest).
     async fn tier(cache_size: u64, n: u64, bad: u64) -> (Arc<Cold>, Arc<Gated>, Vec<ColdSpan>) {
-        let gate = Semaphore::new(0);
-        let store = Arc::new(Gated { inner: MemoryColdStore::default(), gate, gets: AtomicU64::new(0) });
+        let gated = Arc::new(Gated { gate: Semaphore::new(0), gets: AtomicU64::new(0) });
+        let hook = gated.clone();
+        let store = Arc::new(RangeHook {
+            inner: MemoryColdStore::default(),
+            before_range: Box::new(move || {
+                let gated = hook.clone();
+                Box::pin(async move {
+                    gated.gets.fetch_add(1, Relaxed);
+                    gated.gate.acquire().await.expect("gate").forget();
+                })
+            }),
+        });
         let mut spans = Vec::new();
         for i in 0..n {
             let bytes = Bytes::from(vec![i as u8; SPAN as usize]);
@@ -169,7 +148,7 @@ mod tests {
             spans.push(ColdSpan { start: i * SPAN, len: SPAN, object, object_offset: 0, digest });
         }
         let config = ColdConfig { cache_size, ..super::super::tests::config() };
-        (Arc::new(Cold::new(store.clone(), config, 1)), store, spans)
+        (Arc::new(Cold::new(store, config, 1)), gated, spans)
     }
 
     async fn settle(cold: &Cold, spans: &[ColdSpan]) {

@@ -376,45 +376,19 @@ mod tests {
         assert!(held > 0, "the cache keeps the latest spans");
     }
 
-    /// A memory store whose ranged reads note whether they ran on a cold thread.
-    #[derive(Default)]
-    struct Where {
-        inner: MemoryColdStore,
-        on_cold_threads: std::sync::Mutex<Vec<bool>>,
-    }
-
-    impl ColdStore for Where {
-        fn put<'a>(&'a self, key: &'a str, body: Bytes) -> super::super::store::ColdResult<'a, ()> {
-            self.inner.put(key, body)
-        }
-        fn get_range<'a>(&'a self, key: &'a str, offset: u64, len: u64) -> super::super::store::ColdResult<'a, Bytes> {
-            self.on_cold_threads.lock().expect("noted").push(super::super::io::ColdIo::here());
-            self.inner.get_range(key, offset, len)
-        }
-        fn get<'a>(&'a self, key: &'a str) -> super::super::store::ColdResult<'a, Bytes> {
-            self.inner.get(key)
-        }
-        fn delete<'a>(&'a self, key: &'a str) -> super::super::store::ColdResult<'a, ()> {
-            self.inner.delete(key)
-        }
-        fn delete_batch<'a>(&'a self, keys: &'a [String]) -> super::super::store::ColdResult<'a, Vec<String>> {
-            self.inner.delete_batch(keys)
-        }
-        fn size<'a>(&'a self, key: &'a str) -> super::super::store::ColdResult<'a, u64> {
-            self.inner.size(key)
-        }
-        fn list<'a>(&'a self, prefix: &'a str) -> super::super::store::ColdResult<'a, Vec<String>> {
-            self.inner.list(prefix)
-        }
-        fn list_sized<'a>(&'a self, prefix: &'a str) -> super::super::store::ColdResult<'a, Vec<(String, u64)>> {
-            self.inner.list_sized(prefix)
-        }
-    }
-
     #[tokio::test]
     async fn a_read_fetches_and_checks_its_slices_on_the_cold_threads() {
         const SPAN: u64 = 256 * 1024;
-        let store = Arc::new(Where::default());
+        // Each ranged read notes whether it ran on a cold thread.
+        let noted = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let noting = noted.clone();
+        let store = Arc::new(super::super::store::RangeHook {
+            inner: MemoryColdStore::default(),
+            before_range: Box::new(move || {
+                noting.lock().expect("noted").push(super::super::io::ColdIo::here());
+                Box::pin(async {})
+            }),
+        });
         let io = super::super::io::ColdIo::start(1).expect("cold threads");
         // The store itself is not moved to the cold threads (as `with_io`
         // would): only the read's own routing puts its fetches there.
@@ -435,8 +409,7 @@ mod tests {
         assert!(got.ends_with(b"cc"));
         let one = cold.fetch(&slices[..1]).await.expect("one slice");
         assert_eq!(super::super::pieces::join(one).len() as u64, SPAN - 10);
-        let noted = store.on_cold_threads.lock().expect("noted").clone();
-        assert_eq!(noted, vec![true; 4], "every fetch ran on the cold threads");
+        assert_eq!(*noted.lock().expect("noted"), vec![true; 4], "every fetch ran on the cold threads");
         // A damaged object is refused there as here.
         store.inner.put("o1", Bytes::from(vec![b'x'; SPAN as usize])).await.expect("put");
         assert_eq!(cold.fetch(&slices[1..2]).await, Err(super::super::ColdError::Corrupt("o1".into())));

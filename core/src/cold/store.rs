@@ -132,6 +132,46 @@ impl ColdStore for MemoryColdStore {
     }
 }
 
+/// A memory store that awaits `before_range` before each ranged read:
+/// tests count, gate or locate the reads with it.
+#[cfg(test)]
+pub(crate) struct RangeHook {
+    pub inner: MemoryColdStore,
+    pub before_range: Box<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>,
+}
+
+#[cfg(test)]
+impl ColdStore for RangeHook {
+    fn put<'a>(&'a self, key: &'a str, body: Bytes) -> ColdResult<'a, ()> {
+        self.inner.put(key, body)
+    }
+    fn get_range<'a>(&'a self, key: &'a str, offset: u64, len: u64) -> ColdResult<'a, Bytes> {
+        let before = (self.before_range)();
+        Box::pin(async move {
+            before.await;
+            self.inner.get_range(key, offset, len).await
+        })
+    }
+    fn get<'a>(&'a self, key: &'a str) -> ColdResult<'a, Bytes> {
+        self.inner.get(key)
+    }
+    fn delete<'a>(&'a self, key: &'a str) -> ColdResult<'a, ()> {
+        self.inner.delete(key)
+    }
+    fn delete_batch<'a>(&'a self, keys: &'a [String]) -> ColdResult<'a, Vec<String>> {
+        self.inner.delete_batch(keys)
+    }
+    fn size<'a>(&'a self, key: &'a str) -> ColdResult<'a, u64> {
+        self.inner.size(key)
+    }
+    fn list<'a>(&'a self, prefix: &'a str) -> ColdResult<'a, Vec<String>> {
+        self.inner.list(prefix)
+    }
+    fn list_sized<'a>(&'a self, prefix: &'a str) -> ColdResult<'a, Vec<(String, u64)>> {
+        self.inner.list_sized(prefix)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
