@@ -194,9 +194,12 @@ async fn serve<E: GroupEngine>(
     cold_io: Option<Arc<crate::cold::io::ColdIo>>,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let cold = match (&config.cold, cold_io) {
-        (Some(c), Some(io)) => Some(Arc::new(crate::cold::Cold::open(c.clone(), engine.group_count(), io).await?)),
-        _ => None,
+    let cold = match &config.cold {
+        Some(c) => {
+            let io = cold_io.context("a cold tier without its threads")?;
+            Some(Arc::new(crate::cold::Cold::open(c.clone(), engine.group_count(), io).await?))
+        }
+        None => None,
     };
     let flusher = cold.clone().map(|c| tokio::spawn(crate::cold::flush::run(engine.clone(), c, me.node_id)));
     let store_gate = cold.as_ref().and_then(|c| engine.watch_cold(c));

@@ -75,10 +75,6 @@ impl ColdIo {
     {
         drop(self.handle.spawn(work));
     }
-
-    pub fn handle(&self) -> &Handle {
-        &self.handle
-    }
 }
 
 impl Drop for ColdIo {

@@ -248,21 +248,15 @@ impl Cold {
         self.hot.get(group as usize).map_or(0, |h| h.load(Relaxed))
     }
 
-    /// Builds the configured store (S3 clients resolve credentials here),
-    /// every request to it run on `io`'s threads.
+    /// Builds the configured store (S3 clients resolve credentials here);
+    /// its requests, and the checks of what they fetch, run on `io`'s threads.
     pub async fn open(config: ColdConfig, groups: u32, io: Arc<io::ColdIo>) -> anyhow::Result<Cold> {
         let store: Arc<dyn ColdStore> = match &config.backend {
             ColdBackend::Memory => Arc::new(MemoryColdStore::default()),
             ColdBackend::S3(s3) => Arc::new(s3::S3ColdStore::connect(s3).await?),
         };
-        Ok(Cold::with_io(store, config, groups, io))
-    }
-
-    /// A tier over `store` whose requests, and the checks of what they
-    /// fetch, run on `io`'s threads.
-    pub fn with_io(store: Arc<dyn ColdStore>, config: ColdConfig, groups: u32, io: Arc<io::ColdIo>) -> Cold {
         let store: Arc<dyn ColdStore> = Arc::new(io::OnColdIo::new(store, io.clone()));
-        Cold { io: Some(io), ..Cold::new(store, config, groups) }
+        Ok(Cold { io: Some(io), ..Cold::new(store, config, groups) })
     }
 
     /// Whether a write of `group` must wait for the flush (`503 COLD_BACKPRESSURE`).

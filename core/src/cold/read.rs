@@ -390,8 +390,8 @@ mod tests {
             }),
         });
         let io = super::super::io::ColdIo::start(1).expect("cold threads");
-        // The store itself is not moved to the cold threads (as `with_io`
-        // would): only the read's own routing puts its fetches there.
+        // The store itself is not moved to the cold threads (as `open`
+        // does): only the read's own routing puts its fetches there.
         let cold = Arc::new(Cold { io: Some(io), ..Cold::new(store.clone(), super::super::tests::config(), 1) });
         let mut slices = Vec::new();
         for i in 0..3u64 {
